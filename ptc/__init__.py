@@ -1,0 +1,1 @@
+"""ptc: programmatic tool calling for agent hosts."""

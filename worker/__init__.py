@@ -1,0 +1,42 @@
+"""Worker processes: a zygote, contained children, the frame protocol and the child runtime.
+
+Host-side public face. ``worker`` never imports ``ptc``.
+"""
+
+from ._abc import CallHandler as CallHandler
+from ._abc import StdoutListener as StdoutListener
+from ._abc import WorkerBackend as WorkerBackend
+from ._types import DIMENSIONS as DIMENSIONS
+from ._types import FAILURE_KINDS as FAILURE_KINDS
+from ._types import CallReply as CallReply
+from ._types import CallRequest as CallRequest
+from ._types import Containment as Containment
+from ._types import Dimension as Dimension
+from ._types import Enforcement as Enforcement
+from ._types import FailureKind as FailureKind
+from ._types import Limits as Limits
+from ._types import Output as Output
+from ._types import Profile as Profile
+from ._types import RunOutcome as RunOutcome
+from ._types import RunRequest as RunRequest
+from ._types import RunStats as RunStats
+
+__all__ = (
+    "DIMENSIONS",
+    "FAILURE_KINDS",
+    "CallHandler",
+    "CallReply",
+    "CallRequest",
+    "Containment",
+    "Dimension",
+    "Enforcement",
+    "FailureKind",
+    "Limits",
+    "Output",
+    "Profile",
+    "RunOutcome",
+    "RunRequest",
+    "RunStats",
+    "StdoutListener",
+    "WorkerBackend",
+)

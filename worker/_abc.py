@@ -1,0 +1,77 @@
+"""The one interface through which a host runs programs in workers.
+
+Two implementations exist: :class:`worker.SubprocessBackend` (fresh contained child per
+run, forked from a zygote) and :class:`worker.testing.FakeBackend` (in-process, no
+isolation, for tests of code built on top of this interface).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Protocol
+
+import anyio
+
+from ._types import CallReply, CallRequest, Dimension, Enforcement, RunOutcome, RunRequest
+
+
+class CallHandler(Protocol):
+    """Answers a batch of calls a program submitted together, replies in the same order.
+
+    A batch of one is an ordinary call; ``.map`` and ``parallel`` submit larger batches.
+    Several batches may be in flight at once (a program may call from threads). The
+    handler must not raise for policy or tool failures (those are failed replies); an
+    exception is a host bug: the run is killed and the exception propagates from ``run``.
+    When a run ends while batches are still being handled, their tasks are cancelled and
+    awaited before ``run`` returns.
+    """
+
+    async def __call__(self, calls: Sequence[CallRequest]) -> Sequence[CallReply]: ...
+
+
+StdoutListener = Callable[[str], None]
+
+
+class WorkerBackend(ABC):
+    """Runs programs, one fresh worker per run, and reports how each was contained."""
+
+    @abstractmethod
+    async def run(
+        self,
+        request: RunRequest,
+        *,
+        on_calls: CallHandler,
+        on_stdout: StdoutListener | None = None,
+        abort: anyio.Event | None = None,
+    ) -> RunOutcome:
+        """Run one program to its end and return a tagged outcome (never raises for it).
+
+        The wall clock starts when this is called. Setting ``abort`` kills the worker and
+        returns kind ``abort`` with the output captured so far; cancelling the calling task
+        kills the worker too (and re-raises the cancellation).
+        """
+
+    @abstractmethod
+    def probe(self) -> Mapping[Dimension, Enforcement]:
+        """What each dimension's enforcement would be on this host, without running code."""
+
+    async def start(self) -> None:  # noqa: B027 - optional hook
+        """Warm up (start a zygote, fill a pool). Called lazily by ``run`` if needed."""
+
+    @abstractmethod
+    async def aclose(self) -> None:
+        """Stop and reap every process this backend started. Idempotent."""
+
+    async def __aenter__(self) -> WorkerBackend:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,221 @@
+"""Value objects shared by the host side of ``worker`` and its callers.
+
+Everything here is plain data: frozen, keyword-only dataclasses with units in their
+names. ``ptc`` re-exports :class:`Limits` and :class:`Containment` as its own public names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+JSON: TypeAlias = Any
+"""A JSON value: ``None | bool | int | float | str | list[JSON] | dict[str, JSON]``."""
+
+Profile: TypeAlias = Literal["python", "restricted"]
+Dimension: TypeAlias = Literal["filesystem", "network", "processes", "memory", "cpu"]
+Level: TypeAlias = Literal["full", "partial", "none"]
+
+DIMENSIONS: tuple[Dimension, ...] = ("filesystem", "network", "processes", "memory", "cpu")
+
+FailureKind: TypeAlias = Literal[
+    "syntax",
+    "preflight",
+    "policy",
+    "exception",
+    "invalid-result",
+    "timeout",
+    "cpu-limit",
+    "memory-limit",
+    "output-limit",
+    "call-limit",
+    "worker-exit",
+    "protocol",
+    "sandbox-unavailable",
+    "abort",
+]
+FAILURE_KINDS: tuple[FailureKind, ...] = (
+    "syntax",
+    "preflight",
+    "policy",
+    "exception",
+    "invalid-result",
+    "timeout",
+    "cpu-limit",
+    "memory-limit",
+    "output-limit",
+    "call-limit",
+    "worker-exit",
+    "protocol",
+    "sandbox-unavailable",
+    "abort",
+)
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limits:
+    """Per-run limits. Every breach ends the run with its own failure kind.
+
+    ``output_bytes`` bounds the model-visible output (head and tail kept around a marker);
+    ``stream_bytes`` bounds everything the program may print before it is killed.
+    """
+
+    wall_seconds: float = 30.0
+    cpu_seconds: float = 30.0
+    memory_mib: int = 512
+    output_bytes: int = 65536
+    stream_bytes: int = 16 * MIB
+    result_bytes: int = 1 * MIB
+    max_calls: int = 1000
+    max_parallel_calls: int = 10
+
+    def __post_init__(self) -> None:
+        for name in ("wall_seconds", "cpu_seconds"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
+                raise ValueError(f"Limits.{name} must be a positive number, got {value!r}")
+            if value != value or value == float("inf"):
+                raise ValueError(f"Limits.{name} must be finite, got {value!r}")
+        for name in (
+            "memory_mib",
+            "output_bytes",
+            "stream_bytes",
+            "result_bytes",
+            "max_calls",
+            "max_parallel_calls",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"Limits.{name} must be a positive int, got {value!r}")
+        if self.output_bytes > self.stream_bytes:
+            raise ValueError("Limits.output_bytes cannot exceed Limits.stream_bytes")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Containment:
+    """Which OS protections to apply to each child, and which dimensions a run requires.
+
+    Each switch turns one mechanism off by configuration (useful on hosts where it breaks
+    something); ``require`` lists the dimensions that must reach ``full`` or the run fails
+    closed as ``sandbox-unavailable``. ``require=()`` accepts whatever the host provides.
+    """
+
+    require: frozenset[Dimension] = frozenset(DIMENSIONS)
+    namespaces: bool = True
+    cgroups: bool = True
+    rlimits: bool = True
+    landlock: bool = True
+    seccomp: bool = True
+    drop_privileges: bool = True
+    pool_size: int = 2
+
+    def __post_init__(self) -> None:
+        req = frozenset(self.require)
+        unknown = sorted(set(req) - set(DIMENSIONS))
+        if unknown:
+            raise ValueError(f"Containment.require: unknown dimensions {unknown}; use {DIMENSIONS}")
+        object.__setattr__(self, "require", req)
+        if self.pool_size < 0:
+            raise ValueError("Containment.pool_size must be >= 0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Enforcement:
+    """How one dimension was protected in one run, as it actually applied."""
+
+    level: Level
+    mechanism: str
+    gap: str = ""
+
+    def as_json(self) -> dict[str, str]:
+        return {"level": self.level, "mechanism": self.mechanism, "gap": self.gap}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunStats:
+    wall_ms: float = 0.0
+    cpu_ms: float = 0.0
+    calls: int = 0
+    peak_memory_kib: int = 0
+
+    def as_json(self) -> dict[str, float | int]:
+        return {
+            "wall_ms": self.wall_ms,
+            "cpu_ms": self.cpu_ms,
+            "calls": self.calls,
+            "peak_memory_kib": self.peak_memory_kib,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRequest:
+    """One program to run in a fresh worker.
+
+    ``sdk_module`` is the worker-module source produced by ``sdkgen`` (it expects a
+    transport, see ``sdkgen``); ``profile`` picks plain CPython or RestrictedPython.
+    """
+
+    code: str
+    sdk_module: str
+    profile: Profile = "python"
+    limits: Limits = field(default_factory=Limits)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CallRequest:
+    """One tool call made by a program. ``id`` is unique within the run, from 1."""
+
+    id: int
+    tool: str
+    arguments: dict[str, JSON]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CallReply:
+    """The host's answer to one :class:`CallRequest`: a value, or an error code and message."""
+
+    ok: bool
+    value: JSON = None
+    code: str = ""
+    message: str = ""
+
+    @classmethod
+    def success(cls, value: JSON) -> CallReply:
+        return cls(ok=True, value=value)
+
+    @classmethod
+    def failure(cls, code: str, message: str) -> CallReply:
+        return cls(ok=False, code=code, message=message)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Output:
+    """What a program printed: the model-visible text and the truncation facts."""
+
+    text: str = ""
+    total_bytes: int = 0
+    truncated: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOutcome:
+    """The final, tagged outcome of a run. A failure is data, never an exception.
+
+    ``kind`` is ``None`` on success; otherwise one of :data:`FAILURE_KINDS` and ``detail``
+    says what happened (for ``exception``, the traceback of the program's own frames).
+    ``output`` holds what the program printed up to the end or the kill.
+    """
+
+    ok: bool
+    value: JSON = None
+    kind: FailureKind | None = None
+    detail: str = ""
+    output: Output = field(default_factory=Output)
+    enforcement: Mapping[Dimension, Enforcement] = field(default_factory=dict)
+    stats: RunStats = field(default_factory=RunStats)
+
+    def enforcement_json(self) -> dict[str, dict[str, str]]:
+        return {dim: e.as_json() for dim, e in self.enforcement.items()}
