@@ -1,4 +1,4 @@
-"""Built-in example tools over a shipped, deterministic data set (used by the demo and benchmarks)."""
+"""Built-in example tools over a shipped, deterministic data set (demo and benchmarks)."""
 
 from ._tools import EXAMPLE_TOOL_NAMES as EXAMPLE_TOOL_NAMES
 from ._tools import build_runtime as build_runtime

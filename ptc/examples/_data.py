@@ -90,7 +90,8 @@ class Weather(TypedDict):
 
 
 def _read_text(name: str) -> str:
-    return resources.files("ptc.examples").joinpath("data").joinpath(name).read_text(encoding="utf-8")
+    path = resources.files("ptc.examples").joinpath("data").joinpath(name)
+    return path.read_text(encoding="utf-8")
 
 
 def _read_csv(name: str) -> list[dict[str, str]]:
@@ -217,5 +218,5 @@ def lookup_weather(city: str) -> Weather:
 def list_inventory(warehouse: str | None, sku: str | None) -> list[InventoryLot]:
     return [
         lot for lot in inventory()
-        if (warehouse is None or lot["warehouse"] == warehouse) and (sku is None or lot["sku"] == sku)
+        if warehouse in (None, lot["warehouse"]) and sku in (None, lot["sku"])
     ]

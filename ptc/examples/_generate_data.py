@@ -39,6 +39,8 @@ FIRST = ("Ada", "Bruno", "Chen", "Dalia", "Emeka", "Farah", "Goran", "Hana", "Iv
          "Kemal", "Lena", "Mateo", "Nia", "Omar", "Priya", "Quinn", "Rosa", "Sven", "Tariq")
 COMPANY = ("Logistics", "Foods", "Energy", "Health", "Labs", "Retail", "Mobility", "Water",
            "Farms", "Textiles", "Robotics", "Telecom")
+LEGAL_FORMS = ("Ltd", "GmbH", "SA", "Inc", "BV")
+PRODUCT_LINES = ("Nano", "Edge", "Core", "Flex", "Terra", "Aero")
 SENTENCES = (
     "Customers on annual plans can request a {k} review within {n} days of the renewal date.",
     "The {k} settings are managed per workspace by an administrator.",
@@ -74,7 +76,7 @@ def _customers(rng: random.Random) -> list[dict[str, object]]:
     return [
         {
             "customer_id": f"C{i:04d}",
-            "name": f"{rng.choice(FIRST)} {rng.choice(COMPANY)} {rng.choice(('Ltd', 'GmbH', 'SA', 'Inc', 'BV'))}",
+            "name": f"{rng.choice(FIRST)} {rng.choice(COMPANY)} {rng.choice(LEGAL_FORMS)}",
             "region": rng.choice(REGIONS),
             "segment": rng.choice(("smb", "mid-market", "enterprise")),
             "tier": rng.choice(("bronze", "silver", "gold", "platinum")),
@@ -87,8 +89,8 @@ def _products(rng: random.Random) -> list[dict[str, object]]:
     return [
         {
             "sku": f"SKU-{i:04d}",
-            "name": f"{rng.choice(('Nano', 'Edge', 'Core', 'Flex', 'Terra', 'Aero'))} "
-                    f"{rng.choice(CATEGORIES)[:-1].capitalize()} {rng.randint(1, 9)}{rng.choice('ABCX')}",
+            "name": f"{rng.choice(PRODUCT_LINES)} {rng.choice(CATEGORIES)[:-1].capitalize()} "
+                    f"{rng.randint(1, 9)}{rng.choice('ABCX')}",
             "category": rng.choice(CATEGORIES),
             "unit_price_usd": round(rng.uniform(4, 900), 2),
         }
@@ -124,15 +126,17 @@ def _inventory(rng: random.Random, products: list[dict[str, object]]) -> list[di
     for warehouse in WAREHOUSES:
         for product in products:
             # Several stock lots per product and warehouse make this the large listing.
-            for lot in range(1, rng.randint(1, 5) + 1):
-                rows.append({
+            rows.extend(
+                {
                     "warehouse": warehouse,
                     "sku": product["sku"],
                     "lot": f"L{lot}",
                     "bin": f"{warehouse}-{rng.choice('ABCDEFGH')}{rng.randint(1, 40):02d}",
                     "quantity": rng.randint(0, 500),
                     "reorder_level": rng.choice((10, 20, 25, 50, 75, 100)),
-                })
+                }
+                for lot in range(1, rng.randint(1, 5) + 1)
+            )
     return rows
 
 

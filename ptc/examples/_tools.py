@@ -97,7 +97,9 @@ def _definitions() -> list[Any]:
         return _data.lookup_weather(city)
 
     @ptc.tool(concurrency_safe=True)
-    def list_inventory(warehouse: Warehouse | None = None, sku: str | None = None) -> list[InventoryLot]:
+    def list_inventory(
+        warehouse: Warehouse | None = None, sku: str | None = None
+    ) -> list[InventoryLot]:
         """List stock lots, optionally of one warehouse and/or SKU (large without filters)."""
         return _data.list_inventory(warehouse, sku)
 

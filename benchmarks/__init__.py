@@ -1,0 +1,1 @@
+"""Benchmarks: the native-vs-code task suite and the latency suite (``ptc bench``)."""
