@@ -314,13 +314,15 @@ TASKS: tuple[Task, ...] = (
          prompt=f"Who are the {TOP_N} APAC customers with the most orders? Give id, name, tier.",
          native=_customers_native, program=_customers_program, expected=_customers_expected),
     Task(name="weather_fanout_20", kind="fan out 20 lookups",
-         prompt="Check the weather in these 20 cities: which is warmest and where does it rain?",
+         prompt=f"Check the weather in {', '.join(_cities())}: which city is warmest, and "
+                "in which of them does it rain?",
          native=_weather_native, program=_weather_program, expected=_weather_expected),
     Task(name="low_stock_filter", kind="filter a large listing",
          prompt="Which stock lots in warehouse W3 are below their reorder level?",
          native=_low_stock_native, program=_low_stock_program, expected=_low_stock_expected),
     Task(name="job_poll_retry", kind="retry until a condition",
-         prompt="Wait for the export job to finish and report its poll count and rows.",
+         prompt=f"Poll export job {_job_id(0)} until it is done; report how many polls it "
+                "took and how many rows it processed.",
          native=_job_native, program=_job_program, expected=_job_expected),
     Task(name="single_rate", kind="one small call (code should lose)",
          prompt="What is one EUR worth in USD?",

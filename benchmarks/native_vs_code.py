@@ -1,0 +1,196 @@
+"""Native vs code mode on the example tools: turns, context bytes, tool calls, wall time.
+
+``python -m benchmarks.native_vs_code [--quick] [--reps N] [--latency-ms 0,500]`` (or
+``ptc bench native``). A scripted stand-in model drives native mode (one tool round per turn,
+each result's content entering the context); code mode sends each task's program in one
+``run_code`` call. Both answers are checked against the expected one; a wrong answer fails
+the run. Wall time with a model latency L is computed as measured wall + turns x L (the
+latency is simulated arithmetically, never slept). ``--model NAME --base-url URL`` instead
+runs the tasks with a real OpenAI-compatible model (see ``benchmarks/_model.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+import ptc
+from ptc.examples import build_runtime
+
+from . import _model, _stats
+from ._episodes import Episode, run_code, run_native, spec_bytes
+from ._tasks import TASKS, Task
+
+RESULT_NAME = "native_vs_code"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ptc bench native", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="one repetition (for make demo)")
+    parser.add_argument("--reps", type=int, default=5, help="repetitions per task and mode")
+    parser.add_argument("--latency-ms", default="0,500",
+                        help="simulated model latencies per turn, comma separated")
+    parser.add_argument("--tasks", default="", help="comma-separated task names (default: all)")
+    parser.add_argument("--relaxed-containment", action="store_true",
+                        help="do not require full containment (hosts without namespaces etc.)")
+    parser.add_argument("--out", type=Path, default=_stats.RESULTS_DIR, help="results directory")
+    parser.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
+    _model.add_model_arguments(parser)
+    return parser
+
+
+def _selected(names: str) -> tuple[Task, ...]:
+    if not names:
+        return TASKS
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    known = {t.name: t for t in TASKS}
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        raise SystemExit(f"unknown task(s) {unknown}; known: {', '.join(known)}")
+    return tuple(known[n] for n in wanted)
+
+
+def runtime_kwargs(relaxed: bool) -> dict[str, Any]:
+    return {"containment": ptc.Containment(require=())} if relaxed else {}
+
+
+async def measure(tasks: Sequence[Task], *, reps: int, relaxed: bool) -> dict[str, Any]:
+    """Run every task ``reps`` times per mode; returns rows (first episode + median wall)."""
+    async with build_runtime(**runtime_kwargs(relaxed)) as runtime:
+        native, code = runtime.scope("bench-native"), runtime.scope("bench-code")
+        native.present_as("native")
+        code.present_as("code")
+        specs = {"native": spec_bytes(native), "code": spec_bytes(code)}
+        baseline = [await _timed_constant(code) for _ in range(max(3, reps))]
+        rows: list[dict[str, Any]] = []
+        total, step = len(tasks) * 2 * reps, 0
+        run = 0
+        for task in tasks:
+            for mode, runner, scope in (("native", run_native, native), ("code", run_code, code)):
+                episodes: list[Episode] = []
+                for _ in range(reps):
+                    step += 1
+                    run += 1
+                    episode = await runner(scope, task, run, specs[mode])
+                    _stats.progress(f"{step}/{total} {task.name} [{mode}] "
+                                    f"{episode.wall_ms:.1f} ms, answer "
+                                    f"{'ok' if episode.correct else 'WRONG'}")
+                    episodes.append(episode)
+                rows.append(_row(task, episodes))
+    return {"specs_bytes": specs, "run_code_constant_ms": statistics.median(baseline),
+            "rows": rows}
+
+
+async def _timed_constant(scope: Any) -> float:
+    started = time.perf_counter()
+    result = await scope.run_code("return None")
+    if result.is_error:
+        raise RuntimeError(f"run_code failed: {result.error.message}")
+    return (time.perf_counter() - started) * 1000
+
+
+def _row(task: Task, episodes: list[Episode]) -> dict[str, Any]:
+    first = episodes[0]
+    return {
+        "task": task.name, "kind": task.kind, "mode": first.mode,
+        "correct": all(e.correct for e in episodes), "answer": first.answer,
+        "model_turns": first.model_turns, "context_bytes": first.context_bytes,
+        "est_tokens": first.context_bytes // 4,
+        "input_bytes_all_turns": first.input_bytes_all_turns,
+        "model_tool_calls": first.model_tool_calls,
+        "tool_calls_executed": first.tool_calls_executed,
+        "wall_ms_samples": [e.wall_ms for e in episodes],
+        "wall_ms_median": statistics.median(e.wall_ms for e in episodes),
+        "run_code_ms_median": (statistics.median(e.run_code_ms for e in episodes
+                                                 if e.run_code_ms is not None)
+                               if first.mode == "code" else None),
+    }
+
+
+def render_markdown(result: dict[str, Any], latencies: Sequence[float]) -> str:
+    header = ["Task", "Mode", "Turns", "Context bytes", "~Tokens (est.)", "Input bytes, all turns",
+              "Calls (model / executed)"]
+    header += [f"Wall ms @{lat:g} ms/turn" for lat in latencies] + ["run_code ms"]
+    rows = []
+    for r in result["rows"]:
+        walls = [r["wall_ms_median"] + r["model_turns"] * lat for lat in latencies]
+        rows.append([r["task"], r["mode"], r["model_turns"], r["context_bytes"], r["est_tokens"],
+                     r["input_bytes_all_turns"],
+                     f"{r['model_tool_calls']} / {r['tool_calls_executed']}", *walls,
+                     "-" if r["run_code_ms_median"] is None else r["run_code_ms_median"]])
+    notes = (
+        f"\nTool specs sent: native {result['specs_bytes']['native']:,} B, code "
+        f"{result['specs_bytes']['code']:,} B (run_code spec + SDK). run_code returning a "
+        f"constant on the same runtime: {result['run_code_constant_ms']:.1f} ms (median).\n"
+        "Wall = measured median wall + turns x simulated latency (computed, not slept). "
+        "Tokens = bytes / 4, an estimate. Answers checked equal to the expected answer in "
+        "both modes.\n"
+    )
+    return _stats.markdown_table(header, rows) + notes
+
+
+def write_chart(result: dict[str, Any], latency_ms: float, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = list(dict.fromkeys(r["task"] for r in result["rows"]))
+    by = {(r["task"], r["mode"]): r for r in result["rows"]}
+    metrics = [("context_bytes", "context bytes (log)", True, 0.0),
+               ("model_turns", "model turns", False, 0.0),
+               ("wall", "wall ms @ 0 ms/turn (log)", True, 0.0),
+               ("wall", f"wall ms @ {latency_ms:g} ms/turn", False, latency_ms)]
+    fig, axes = plt.subplots(1, 4, figsize=(20, 5.5))
+    positions = range(len(tasks))
+    for ax, (key, label, log, latency) in zip(axes, metrics, strict=True):
+        for offset, mode in ((-0.2, "native"), (0.2, "code")):
+            values = [by[(t, mode)]["wall_ms_median"] + by[(t, mode)]["model_turns"] * latency
+                      if key == "wall" else by[(t, mode)][key] for t in tasks]
+            ax.bar([p + offset for p in positions], values, width=0.4, label=mode)
+        ax.set_title(label)
+        ax.set_xticks(list(positions), tasks, rotation=60, ha="right", fontsize=8)
+        if log:
+            ax.set_yscale("log")
+    axes[0].legend()
+    fig.suptitle("ptc: native vs code mode per task (scripted model)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    tasks = _selected(args.tasks)
+    if args.model:
+        return _model.main_with_model(args, tasks)
+    reps = 1 if args.quick else max(1, args.reps)
+    latencies = [float(x) for x in args.latency_ms.split(",") if x.strip()]
+    _stats.progress(f"native vs code: {len(tasks)} tasks x 2 modes x {reps} rep(s)")
+    result = anyio.run(lambda: measure(tasks, reps=reps, relaxed=args.relaxed_containment))
+    wrong = [f"{r['task']} [{r['mode']}]" for r in result["rows"] if not r["correct"]]
+    markdown = "# Native vs code mode (scripted model)\n\n" + render_markdown(result, latencies)
+    payload = {"machine": _stats.machine_facts(), "reps": reps, "latencies_ms": latencies,
+               "latency_method": "computed: measured wall + turns x latency", **result}
+    json_path, md_path = _stats.write_results(RESULT_NAME, payload, markdown, args.out)
+    print(markdown)
+    print(f"results: {json_path} and {md_path}")
+    if not args.no_chart:
+        chart = write_chart(result, max(latencies, default=0.0), args.out / f"{RESULT_NAME}.png")
+        print(f"chart: {chart}")
+    if wrong:
+        print(f"WRONG ANSWERS: {', '.join(wrong)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
