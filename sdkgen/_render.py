@@ -1,0 +1,103 @@
+"""Render the stub (what the model reads) and the worker module from one list of ToolIR.
+
+Both renderers emit each tool's ``def`` line through :func:`signature`, so the signatures
+are identical by construction (and a test compares them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ._ir import ToolIR
+from ._render_types import comment, docstring
+
+_MARKER = "# --- generated module runtime starts here ---\n"
+_RUNTIME_SOURCE = Path(__file__).with_name("_module_runtime.py").read_text(encoding="utf-8")
+MODULE_RUNTIME = _RUNTIME_SOURCE[_RUNTIME_SOURCE.index(_MARKER) + len(_MARKER) :]
+
+_STUB_TYPING = ("Any", "Callable", "Generic", "ParamSpec", "TypeAlias", "TypeVar")
+_STUB_PRELUDE = '''
+JSON: TypeAlias = dict[str, "JSON"] | list["JSON"] | str | int | float | bool | None
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+class ToolCallError(Exception):
+    """A failed or denied call; str(e) == f"{e.tool}: {e.code}: {e.message}"."""
+    tool: str
+    code: str
+    message: str
+
+class _Tool(Generic[_P, _R]):
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R: ...
+    def map(self, calls: list[dict[str, Any]], /) -> list[_R]:
+        """One call per dict of keyword arguments, sent as one batch; results in order."""
+
+def _tool(f: Callable[_P, _R]) -> _Tool[_P, _R]: ...
+
+def parallel(*thunks: Callable[[], Any]) -> list[Any]:
+    """parallel(lambda: tools.a(x=1), lambda: tools.b()): one batch; results in order."""
+'''
+
+
+def signature(tool: ToolIR) -> str:
+    """The ``def`` line of one tool (without indentation)."""
+    params = [
+        f"{p.ident}: {p.annotation}" if p.required else f"{p.ident}: {p.annotation} = ..."
+        for p in tool.params
+    ]
+    star = ["*"] if params else []
+    return f"def {tool.ident}({', '.join(star + params)}) -> {tool.returns}:"
+
+
+def _tool_docstring(tool: ToolIR) -> str:
+    lines = list(tool.description)
+    documented = [f"{p.ident}: {p.doc}" for p in tool.params if p.doc]
+    if documented:
+        lines += ["", *documented] if lines else documented
+    return docstring(lines, "        ") if lines else ""
+
+
+def render_stub(tools: list[ToolIR], header: str) -> str:
+    """The model-facing SDK: valid Python stub source (type-checks as a ``.pyi``)."""
+    out = [f"# {line}".rstrip() + "\n" for line in header.splitlines()]
+    typing_names = sorted(set(_STUB_TYPING).union(*(t.typing_names for t in tools)))
+    out.append(f"from typing import {', '.join(typing_names)}\n")
+    out.append(_STUB_PRELUDE)
+    for tool in tools:
+        if tool.definitions or tool.notes:
+            out.append("\n")
+        out.extend(f"{comment(f'{tool.name}: {note}')}\n" for note in tool.notes)
+        out.extend(tool.definitions)
+    out.append("\nclass tools:\n")
+    for tool in tools:
+        out.append(f"    @_tool\n    {signature(tool)}\n")
+        out.append(_tool_docstring(tool) or "        ...\n")
+    if not tools:
+        out.append("    ...\n")
+    return "".join(out)
+
+
+def _invoke_name(tool: ToolIR) -> str:
+    # A parameter could be called __sdk__; the body must reach the global, not the argument.
+    taken = {p.ident for p in tool.params}
+    name = "__sdk__"
+    while name in taken:
+        name += "_"
+    return name
+
+
+def render_module(tools: list[ToolIR]) -> str:
+    """The worker module: the runtime, then the same signatures with transport bodies.
+
+    Types are omitted: with postponed annotations they are never evaluated."""
+    out = ["from __future__ import annotations\n", MODULE_RUNTIME]
+    aliases = sorted({_invoke_name(t) for t in tools} - {"__sdk__"}, key=len)
+    out.extend(f"{alias} = _invoke\n" for alias in aliases)
+    out.append("\n\nclass tools(metaclass=_Namespace):\n")
+    for tool in tools:
+        arguments = ", ".join(f"{p.key!r}: {p.ident}" for p in tool.params)
+        out.append(f"    @_tool\n    {signature(tool)}\n")
+        out.append(f"        return {_invoke_name(tool)}({tool.name!r}, {{{arguments}}})\n")
+    if not tools:
+        out.append("    pass\n")
+    return "".join(out)

@@ -1,0 +1,87 @@
+"""Compact, deterministic source for type definitions and docstrings.
+
+The generator's own formatting spends bytes on blank lines and three-line docstrings; the
+stub is read by a model, so definitions are re-rendered here: one-line class docstrings,
+field descriptions as trailing comments, one key per line in functional TypedDicts.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+_SPACE = re.compile(r"\s+")
+
+
+def one_line(text: str) -> str:
+    """Collapse all whitespace (descriptions may be multi-line) to single spaces."""
+    return _SPACE.sub(" ", text).strip()
+
+
+def docstring(lines: list[str], indent: str) -> str:
+    """A triple-quoted docstring; ``lines`` are kept, with quotes and backslashes escaped."""
+    escaped = [line.replace("\\", "\\\\").replace('"""', '\\"\\"\\"') for line in lines]
+    if len(escaped) == 1:
+        if escaped[0].endswith('"'):
+            escaped[0] = escaped[0][:-1] + '\\"'
+        return f'{indent}"""{escaped[0]}"""\n'
+    body = "".join(f"{indent}{line}\n" if line else "\n" for line in escaped[1:])
+    return f'{indent}"""{escaped[0]}\n{body}{indent}"""\n'
+
+
+def comment(text: str) -> str:
+    return "# " + one_line(text)
+
+
+def _docstring_text(stmt: ast.stmt) -> str | None:
+    if (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Constant)
+        and isinstance(stmt.value.value, str)
+    ):
+        return one_line(stmt.value.value)
+    return None
+
+
+def render_definition(stmt: ast.stmt) -> str:
+    """Source of one top-level type definition, ending in a newline."""
+    if isinstance(stmt, ast.ClassDef):
+        return _render_class(stmt)
+    if (
+        isinstance(stmt, ast.Assign)
+        and isinstance(stmt.value, ast.Call)
+        and len(stmt.value.args) == 2
+        and isinstance(stmt.value.args[1], ast.Dict)
+    ):
+        call = stmt.value
+        keys = call.args[1]
+        assert isinstance(keys, ast.Dict)
+        items = "".join(
+            f"    {ast.unparse(k) if k is not None else '**'}: {ast.unparse(v)},\n"
+            for k, v in zip(keys.keys, keys.values, strict=True)
+        )
+        extra = "".join(f", {ast.unparse(k)}" for k in call.keywords)
+        target = ast.unparse(stmt.targets[0])
+        return f"{target} = TypedDict({ast.unparse(call.args[0])}, {{\n{items}}}{extra})\n"
+    return ast.unparse(stmt) + "\n"
+
+
+def _render_class(stmt: ast.ClassDef) -> str:
+    bases = [ast.unparse(b) for b in stmt.bases] + [ast.unparse(k) for k in stmt.keywords]
+    out = [f"class {stmt.name}({', '.join(bases)}):\n"]
+    body = list(stmt.body)
+    if body and (doc := _docstring_text(body[0])) is not None:
+        if doc:
+            out.append(docstring([doc], "    "))
+        body = body[1:]
+    fields = 0
+    for i, node in enumerate(body):
+        if isinstance(node, ast.AnnAssign):
+            line = f"    {ast.unparse(node.target)}: {ast.unparse(node.annotation)}"
+            following = body[i + 1] if i + 1 < len(body) else None
+            doc = _docstring_text(following) if following is not None else None
+            out.append(f"{line}  {comment(doc)}\n" if doc else line + "\n")
+            fields += 1
+    if not fields and len(out) == 1:
+        out.append("    ...\n")
+    return "".join(out)
