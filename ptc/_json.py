@@ -1,0 +1,154 @@
+"""Lossless JSON materialisation and deep-frozen JSON containers.
+
+Arguments, values, content and ``meta`` cross the pipeline as *frozen JSON*:
+:class:`FrozenDict` / :class:`FrozenList` are read-only subclasses of ``dict`` / ``list``,
+so ``isinstance(v, dict)``, ``json.dumps(v)`` and ``v == {...}`` keep working while every
+mutating method raises ``TypeError``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, NoReturn, SupportsIndex, TypeAlias
+
+JSON: TypeAlias = Any
+"""A JSON value: ``None | bool | int | float | str | list[JSON] | dict[str, JSON]``."""
+
+
+class NotJSONError(ValueError):
+    """A value is not lossless JSON; ``path`` is a JSON path like ``$.items[2]``."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+def _readonly(self: object, *args: object, **kwargs: object) -> NoReturn:
+    raise TypeError(f"{type(self).__name__} is read-only")
+
+
+class FrozenDict(dict[str, JSON]):
+    """A ``dict`` that cannot be changed after construction (compares equal to plain dicts)."""
+
+    __slots__ = ("_sealed",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if getattr(self, "_sealed", False):
+            _readonly(self)
+        dict.__init__(self, *args, **kwargs)
+        object.__setattr__(self, "_sealed", True)
+
+    __setitem__ = _readonly
+    __delitem__ = _readonly
+    __ior__ = _readonly
+    clear = _readonly
+    pop = _readonly
+    popitem = _readonly
+    setdefault = _readonly
+    update = _readonly
+
+    def __setattr__(self, name: str, value: object) -> NoReturn:
+        _readonly(self)
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        raise TypeError("unhashable type: 'FrozenDict'")
+
+    def __copy__(self) -> FrozenDict:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, object]) -> FrozenDict:
+        return self
+
+    def __reduce__(self) -> tuple[Callable[..., FrozenDict], tuple[dict[str, JSON]]]:
+        return (FrozenDict, (dict(self),))
+
+    def __repr__(self) -> str:
+        return f"FrozenDict({dict.__repr__(self)})"
+
+
+class FrozenList(list[JSON]):
+    """A ``list`` that cannot be changed after construction (compares equal to plain lists)."""
+
+    __slots__ = ("_sealed",)
+
+    def __init__(self, *args: Any) -> None:
+        if getattr(self, "_sealed", False):
+            _readonly(self)
+        list.__init__(self, *args)
+        object.__setattr__(self, "_sealed", True)
+
+    __setitem__ = _readonly
+    __delitem__ = _readonly
+    __iadd__ = _readonly
+    __imul__ = _readonly
+    append = _readonly
+    extend = _readonly
+    insert = _readonly
+    pop = _readonly
+    remove = _readonly
+    clear = _readonly
+    sort = _readonly
+    reverse = _readonly
+
+    def __setattr__(self, name: str, value: object) -> NoReturn:
+        _readonly(self)
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        raise TypeError("unhashable type: 'FrozenList'")
+
+    def __copy__(self) -> FrozenList:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, object]) -> FrozenList:
+        return self
+
+    def __reduce__(self) -> tuple[Callable[..., FrozenList], tuple[list[JSON]]]:
+        return (FrozenList, (list(self),))
+
+    def __repr__(self) -> str:
+        return f"FrozenList({list.__repr__(self)})"
+
+    def __mul__(self, n: SupportsIndex) -> list[JSON]:
+        return list(self) * n
+
+
+EMPTY = FrozenDict()
+
+_SCALARS = (str, int, bool, type(None))
+
+
+def freeze(value: object, path: str = "$") -> JSON:
+    """Return a deep-frozen lossless copy of ``value`` or raise :class:`NotJSONError`.
+
+    Accepted: ``dict`` (string keys), ``list``, ``str``, ``int``, ``bool``, finite ``float``
+    and ``None`` (subclasses of ``dict``/``list`` included; tuples, sets, bytes, enums and
+    other objects are rejected so nothing is silently converted).
+    """
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is float:
+        if math.isfinite(value):  # type: ignore[arg-type]
+            return value
+        raise NotJSONError(path, f"{value!r} is not a JSON number")
+    if isinstance(value, dict):
+        items = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise NotJSONError(path, f"object key {key!r} is not a string")
+            items[key] = freeze(item, f"{path}.{key}")
+        return FrozenDict(items)
+    if isinstance(value, list):
+        return FrozenList([freeze(item, f"{path}[{i}]") for i, item in enumerate(value)])
+    raise NotJSONError(path, f"{kind.__name__} is not a JSON type")
+
+
+def thaw(value: JSON) -> JSON:
+    """Return a plain, mutable, independent deep copy of a JSON value."""
+    if isinstance(value, dict):
+        return {key: thaw(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [thaw(item) for item in value]
+    return value

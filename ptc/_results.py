@@ -1,0 +1,104 @@
+"""Tool results and error codes: what a call returns, always as data, never as an exception."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final, Literal, TypeAlias
+
+from ._json import EMPTY, JSON, FrozenDict, FrozenList, freeze
+
+ErrorCode: TypeAlias = Literal[
+    "UNKNOWN_TOOL",
+    "INVALID_ARGS",
+    "DENIED",
+    "ASK_REJECTED",
+    "ASK_CANCELLED",
+    "ASK_UNAVAILABLE",
+    "CANCELLED",
+    "ABORTED",
+    "ABORTED_BEFORE_DISPATCH",
+    "TIMEOUT",
+    "TOOL_ERROR",
+    "INVALID_OUTPUT",
+    "BLOCKED",
+    "CODE_RUN_FAILED",
+]
+ERROR_CODES: Final[tuple[ErrorCode, ...]] = (
+    "UNKNOWN_TOOL",
+    "INVALID_ARGS",
+    "DENIED",
+    "ASK_REJECTED",
+    "ASK_CANCELLED",
+    "ASK_UNAVAILABLE",
+    "CANCELLED",
+    "ABORTED",
+    "ABORTED_BEFORE_DISPATCH",
+    "TIMEOUT",
+    "TOOL_ERROR",
+    "INVALID_OUTPUT",
+    "BLOCKED",
+    "CODE_RUN_FAILED",
+)
+
+ContentBlock: TypeAlias = Mapping[str, JSON]
+"""An MCP-shaped content block, e.g. ``{"type": "text", "text": "..."}``."""
+
+_NO_CONTEXTS: tuple[JSON, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolError:
+    """Why a call failed: one of :data:`ERROR_CODES` and a human-readable message."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolResult:
+    """The frozen outcome of one call. ``value`` is ``None`` and ``error`` set when ``is_error``."""
+
+    call_id: str
+    name: str
+    is_error: bool
+    content: FrozenList
+    value: JSON = None
+    error: ToolError | None = None
+    meta: FrozenDict = field(default=EMPTY)
+    additional_contexts: tuple[JSON, ...] = _NO_CONTEXTS
+
+
+def error_content(message: str) -> FrozenList:
+    """The content of an error result: one text block ``Error: <message>``."""
+    return FrozenList([FrozenDict({"type": "text", "text": f"Error: {message}"})])
+
+
+def error_result(
+    call_id: str, name: str, code: str, message: str, meta: Mapping[str, JSON] | None = None
+) -> ToolResult:
+    """Build a frozen error result with the standard error content."""
+    return ToolResult(
+        call_id=call_id,
+        name=name,
+        is_error=True,
+        content=error_content(message),
+        error=ToolError(code=code, message=message),
+        meta=EMPTY if not meta else freeze(dict(meta), "$.meta"),
+    )
+
+
+def freeze_content(content: object) -> FrozenList:
+    """Validate and freeze content: a list of mappings, each with a string ``type``."""
+    if not isinstance(content, Sequence) or isinstance(content, str | bytes):
+        raise TypeError(f"content must be a list of content blocks, got {type(content).__name__}")
+    frozen = freeze(list(content), "$.content")
+    for index, block in enumerate(frozen):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            raise TypeError(f"content block {index} must be a mapping with a string 'type'")
+    return frozen  # type: ignore[no-any-return]
+
+
+def text_of(content: Sequence[ContentBlock]) -> str:
+    """The text blocks of ``content`` joined by newlines (used for messages built from blocks)."""
+    return "\n".join(str(b.get("text", "")) for b in content if b.get("type") == "text")
