@@ -12,7 +12,10 @@ import io
 import json
 import re
 from importlib import resources
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
+
+# pydantic needs typing_extensions.TypedDict on Python < 3.12 to build the output schemas.
+from typing_extensions import TypedDict
 
 Region = Literal["AMER", "APAC", "EMEA", "LATAM"]
 Warehouse = Literal["W1", "W2", "W3", "W4", "W5"]
@@ -167,7 +170,7 @@ def read_doc(doc_id: str) -> Doc:
     for doc in docs():
         if doc["doc_id"] == doc_id:
             return doc
-    raise KeyError(f"no document {doc_id!r}")
+    raise ValueError(f"no document {doc_id!r}")
 
 
 def list_sales(region: str | None, page: int, page_size: int) -> SalesPage:
@@ -184,7 +187,7 @@ def get_customer(customer_id: str) -> Customer:
     try:
         return customers()[customer_id]
     except KeyError:
-        raise KeyError(f"no customer {customer_id!r}") from None
+        raise ValueError(f"no customer {customer_id!r}") from None
 
 
 def list_products(category: str | None) -> list[Product]:
@@ -195,21 +198,21 @@ def get_product(sku: str) -> Product:
     try:
         return products()[sku]
     except KeyError:
-        raise KeyError(f"no product {sku!r}") from None
+        raise ValueError(f"no product {sku!r}") from None
 
 
 def get_exchange_rate(currency: str) -> ExchangeRate:
     rates: dict[str, float] = _reference()["exchange_rates_usd_per_unit"]
     code = currency.upper()
     if code not in rates:
-        raise KeyError(f"no rate for {currency!r}; known: {', '.join(sorted(rates))}")
+        raise ValueError(f"no rate for {currency!r}; known: {', '.join(sorted(rates))}")
     return ExchangeRate(currency=code, usd_per_unit=rates[code])
 
 
 def lookup_weather(city: str) -> Weather:
     table: dict[str, dict[str, Any]] = _reference()["weather"]
     if city not in table:
-        raise KeyError(f"no weather station for {city!r}")
+        raise ValueError(f"no weather station for {city!r}")
     w = table[city]
     return Weather(city=city, temperature_c=w["temperature_c"], condition=w["condition"],
                    humidity_pct=w["humidity_pct"])

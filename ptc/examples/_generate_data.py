@@ -122,7 +122,7 @@ def _sales(rng: random.Random, customers: list[dict[str, object]],
 
 
 def _inventory(rng: random.Random, products: list[dict[str, object]]) -> list[dict[str, object]]:
-    rows = []
+    rows: list[dict[str, object]] = []
     for warehouse in WAREHOUSES:
         for product in products:
             # Several stock lots per product and warehouse make this the large listing.
@@ -140,7 +140,8 @@ def _inventory(rng: random.Random, products: list[dict[str, object]]) -> list[di
     return rows
 
 
-def main() -> None:
+def main(out_dir: Path = DATA_DIR) -> None:
+    """Write every data file into ``out_dir`` (the package's ``data`` directory by default)."""
     rng = random.Random(SEED)
     customers = _customers(rng)
     products = _products(rng)
@@ -151,12 +152,12 @@ def main() -> None:
         "sales": _sales(rng, customers, products),
         "inventory": _inventory(rng, products),
     }
-    DATA_DIR.mkdir(exist_ok=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
     for name in ("docs", "customers", "products"):
         text = json.dumps(tables[name], indent=1, ensure_ascii=False) + "\n"
-        (DATA_DIR / f"{name}.json").write_text(text, encoding="utf-8")
+        (out_dir / f"{name}.json").write_text(text, encoding="utf-8")
     for name in ("sales", "inventory"):
-        with (DATA_DIR / f"{name}.csv").open("w", newline="", encoding="utf-8") as handle:
+        with (out_dir / f"{name}.csv").open("w", newline="", encoding="utf-8") as handle:
             writer = csv.DictWriter(handle, fieldnames=list(tables[name][0]))
             writer.writeheader()
             writer.writerows(tables[name])
@@ -167,7 +168,7 @@ def main() -> None:
     }
     reference = {"exchange_rates_usd_per_unit": CURRENCIES, "weather": weather}
     text = json.dumps(reference, indent=1, sort_keys=True) + "\n"
-    (DATA_DIR / "reference.json").write_text(text, encoding="utf-8")
+    (out_dir / "reference.json").write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":

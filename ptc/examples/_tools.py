@@ -7,7 +7,9 @@ registration (so per runtime) and is exclusive.
 """
 
 from collections.abc import Callable
-from typing import Any, Protocol, TypedDict
+from typing import Any, Protocol
+
+from typing_extensions import TypedDict
 
 import ptc
 
