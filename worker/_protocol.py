@@ -37,6 +37,7 @@ __all__ = (
     "FrameDecoder",
     "ProtocolError",
     "encode",
+    "json_problem",
     "read_frame",
     "recv_frame",
     "send_frame",
@@ -59,6 +60,56 @@ _LEVELS = frozenset(("full", "partial", "none"))
 _LIMIT_FIELDS = tuple(f.name for f in fields(Limits))
 Frame = dict[str, Any]
 Validator = Callable[[object], Frame]
+
+
+# --- JSON values ----------------------------------------------------------------------
+
+_MAX_JSON_DEPTH = 200
+
+
+def json_problem(value: object, *, max_depth: int = _MAX_JSON_DEPTH) -> str | None:
+    """Why ``value`` is not a plain JSON value, or ``None`` when it is.
+
+    Exact types only (no tuples, subclasses, non-string keys or non-finite floats), so a
+    value that passes serialises the same everywhere and runs no user code when dumped.
+    """
+    # Paths are kept as (parent, key) links and rendered only when something is wrong.
+    stack: list[tuple[object, int, object]] = [(value, 0, None)]
+    while stack:
+        item, depth, path = stack.pop()
+        kind = type(item)
+        if item is None or kind is str or kind is bool or kind is int:
+            continue
+        if kind is float:
+            if item != item or item in (_INF, -_INF):
+                return f"{_render(path)} is a non-finite float"
+            continue
+        if depth >= max_depth:
+            return f"{_render(path)} is nested deeper than {max_depth} levels"
+        if kind is list:
+            assert isinstance(item, list)
+            stack.extend((v, depth + 1, (path, i)) for i, v in enumerate(item))
+        elif kind is dict:
+            assert isinstance(item, dict)
+            for k, v in item.items():
+                if type(k) is not str:
+                    return f"{_render(path)} has a non-string key of type {type(k).__name__}"
+                stack.append((v, depth + 1, (path, k)))
+        else:
+            return f"{_render(path)} is a {kind.__name__}, not a JSON value"
+    return None
+
+
+_INF = float("inf")
+
+
+def _render(path: object) -> str:
+    keys: list[str] = []
+    while isinstance(path, tuple):
+        path, key = path
+        keys.append(f"[{key!r}]" if isinstance(key, str) else f"[{key}]")
+    text = "value" + "".join(reversed(keys))
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 # --- encoding -------------------------------------------------------------------------

@@ -1,0 +1,166 @@
+"""The child's main loop: ready, start, run one program, done, exit.
+
+Runs inside an already contained child (the zygote applied containment before calling
+:func:`serve`). Imports only the standard library and RestrictedPython.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import socket
+import sys
+import threading
+from typing import Any, NoReturn
+
+from .._types import Limits
+from ._program import ProgramResult, ProgramStop, run_program
+from ._transport import Channel, ChannelTransport
+
+_EXIT_BAD_START = 71
+_EXIT_CRASH = 72
+_FLUSH_BYTES = 8192
+_SDK_NAMES = ("tools", "parallel", "ToolCallError")
+
+
+class FrameWriter(io.TextIOBase):
+    """``sys.stdout``/``sys.stderr`` of the program: text goes out as ``stdout`` frames.
+
+    Buffered, flushed at a newline, past 8 KiB, before every call and at the end, so
+    output and calls reach the host in the order the program made them. Past
+    ``stream_bytes`` in total it stops the run with ``output-limit`` (the host would
+    kill it anyway; this way the excess is never sent).
+    """
+
+    def __init__(self, channel: Channel, *, stream_bytes: int) -> None:
+        super().__init__()
+        self._channel = channel
+        self._stream_bytes = stream_bytes
+        self._lock = threading.RLock()
+        self._buffer: list[str] = []
+        self._buffered = 0
+        self._sent_bytes = 0
+        self.stop: ProgramStop | None = None
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return "utf-8"
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+    def write(self, text: str) -> int:
+        if type(text) is not str:
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        size = len(text.encode("utf-8", "surrogatepass"))
+        with self._lock:
+            if self._sent_bytes + self._buffered + size > self._stream_bytes:
+                self.flush()
+                self.stop = ProgramStop(
+                    "output-limit",
+                    f"the program printed more than {self._stream_bytes} bytes "
+                    "(Limits.stream_bytes)",
+                )
+                raise self.stop
+            self._buffer.append(text)
+            self._buffered += size
+            if "\n" in text or self._buffered >= _FLUSH_BYTES:
+                self.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        with self._lock:
+            if not self._buffer:
+                return
+            data = "".join(self._buffer)
+            self._buffer.clear()
+            self._sent_bytes += self._buffered
+            self._buffered = 0
+            # A lone surrogate cannot cross as UTF-8 text; show it as U+FFFD instead.
+            data = data.encode("utf-8", "replace").decode("utf-8")
+            self._channel.send({"type": "stdout", "data": data})
+
+
+class FrameLogHandler(logging.Handler):
+    """Sends each ``logging`` record as a ``log`` frame (message already formatted)."""
+
+    def __init__(self, channel: Channel, writer: FrameWriter) -> None:
+        super().__init__()
+        self._channel = channel
+        self._writer = writer
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            msg = record.getMessage()
+            if record.exc_info:
+                msg += "\n" + logging.Formatter().formatException(record.exc_info)
+            self._writer.flush()
+            self._channel.send(
+                {
+                    "type": "log",
+                    "record": {
+                        "name": record.name,
+                        "levelno": record.levelno,
+                        "levelname": record.levelname,
+                        "msg": msg.encode("utf-8", "replace").decode("utf-8"),
+                        "created": record.created,
+                    },
+                }
+            )
+        except ProgramStop:
+            raise
+        except Exception:  # noqa: BLE001 - logging must never break the program
+            self.handleError(record)
+
+
+def serve(sock: socket.socket, enforcement: dict[str, Any]) -> NoReturn:
+    """Speak the protocol on ``sock`` for one run, then exit the process."""
+    try:
+        channel = Channel(sock)
+        channel.send({"type": "ready", "pid": os.getpid(), "enforcement": enforcement})
+        start = channel.recv()
+        if start["type"] != "start":
+            os._exit(_EXIT_BAD_START)
+        result = run_started(channel, start)
+        channel.finish(result.as_frame())
+    except BaseException:  # noqa: BLE001 - the host reports worker-exit; nothing to print to
+        os._exit(_EXIT_CRASH)
+    os._exit(0)
+
+
+def run_started(channel: Channel, start: dict[str, Any]) -> ProgramResult:
+    """Run the program of a validated ``start`` frame with capture installed."""
+    limits = Limits(**start["limits"])
+    writer = FrameWriter(channel, stream_bytes=limits.stream_bytes)
+    sys.stdout = sys.stderr = writer
+    root = logging.getLogger()
+    root.handlers[:] = [FrameLogHandler(channel, writer)]
+
+    stops: list[ProgramStop] = []
+    transport = ChannelTransport(
+        channel, max_calls=limits.max_calls, before_call=writer.flush, on_stop=stops.append
+    )
+    names: dict[str, Any] = {"__transport__": transport, "__name__": "ptc_sdk"}
+    try:
+        exec(compile(start["sdk_module"], "<sdk>", "exec"), names)
+    except BaseException as exc:  # noqa: BLE001 - a broken SDK is this run's failure
+        return ProgramResult.failure("exception", f"the SDK module failed to load: {exc!r}")
+
+    def stopped() -> ProgramStop | None:
+        return writer.stop or (stops[0] if stops else None)
+
+    try:
+        return run_program(
+            start["code"],
+            profile=start["profile"],
+            names={k: names[k] for k in _SDK_NAMES if k in names},
+            result_bytes=limits.result_bytes,
+            write=writer.write,
+            stopped=stopped,
+        )
+    finally:
+        writer.flush()

@@ -1,0 +1,141 @@
+"""The child's end of the channel and the SDK transport built on it.
+
+:class:`Channel` serialises sends (stdout, log and call frames may come from several
+threads). :class:`ChannelTransport` implements ``sdkgen.Transport.call_batch``: one
+``call`` frame per batch, ids from 1 in submission order, and a leader/follower read
+loop: whichever waiting thread finds no reader active reads frames and routes each
+result to its caller by id, so a single-threaded program pays no thread hand-off.
+
+When the host breaks the protocol or goes away there is no one left to report to: the
+child exits at once (the host sees ``worker-exit`` or has already killed it).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from .._errors import ProtocolError
+from .._protocol import Frame, encode, json_problem, recv_frame
+from ._program import ProgramStop
+
+_EXIT_HOST_GONE = 70
+
+
+class Channel:
+    """The child's socket: thread-safe sends, one reader at a time (the caller's job)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._send_lock = threading.Lock()
+        self._finished = False
+
+    def send(self, frame: Frame) -> None:
+        data = encode(frame)
+        try:
+            with self._send_lock:
+                if not self._finished:
+                    self._sock.sendall(data)
+        except OSError:
+            os._exit(_EXIT_HOST_GONE)
+
+    def finish(self, frame: Frame) -> None:
+        """Send the last frame (``done``); frames from stray program threads after it are
+        dropped, since anything after ``done`` is a protocol violation."""
+        self.send(frame)
+        with self._send_lock:
+            self._finished = True
+
+    def recv(self) -> Frame:
+        try:
+            frame = recv_frame(self._sock)
+        except (OSError, ProtocolError):
+            os._exit(_EXIT_HOST_GONE)
+        if frame is None:
+            os._exit(_EXIT_HOST_GONE)
+        return frame
+
+
+class ChannelTransport:
+    """``call_batch`` over the channel; safe to call from several threads at once."""
+
+    def __init__(
+        self,
+        channel: Channel,
+        *,
+        max_calls: int,
+        before_call: Callable[[], None] = lambda: None,
+        on_stop: Callable[[ProgramStop], None] = lambda stop: None,
+    ) -> None:
+        self._channel = channel
+        self._max_calls = max_calls
+        self._before_call = before_call
+        self._on_stop = on_stop
+        self._cond = threading.Condition()
+        self._next_id = 1
+        self._results: dict[int, tuple[bool, Any]] = {}
+        self._waiting: set[int] = set()
+        self._reading = False
+
+    @property
+    def calls_made(self) -> int:
+        return self._next_id - 1
+
+    def call_batch(self, calls: list[tuple[str, dict[str, Any]]]) -> list[tuple[bool, Any]]:
+        for tool, arguments in calls:
+            problem = json_problem(arguments)
+            if type(tool) is not str or problem is not None:
+                raise TypeError(f"arguments of {tool!r} must be JSON values: {problem}")
+        if not calls:
+            return []
+        self._before_call()  # program output printed before the call reaches the host first
+        with self._cond:
+            first = self._next_id
+            if first - 1 + len(calls) > self._max_calls:
+                stop = ProgramStop(
+                    "call-limit",
+                    f"the program made more than {self._max_calls} tool calls (Limits.max_calls)",
+                )
+                self._on_stop(stop)
+                raise stop
+            ids = range(first, first + len(calls))
+            self._next_id = first + len(calls)
+            self._waiting.update(ids)
+            # Sent while holding the lock so call frames leave in id order.
+            self._channel.send(
+                {
+                    "type": "call",
+                    "calls": [
+                        {"id": i, "tool": tool, "arguments": arguments}
+                        for i, (tool, arguments) in zip(ids, calls, strict=True)
+                    ],
+                }
+            )
+            while not all(i in self._results for i in ids):
+                if self._reading:
+                    self._cond.wait()
+                    continue
+                self._reading = True
+                self._cond.release()
+                try:
+                    frame = self._channel.recv()
+                finally:
+                    self._cond.acquire()
+                    self._reading = False
+                self._route(frame)
+                self._cond.notify_all()
+            return [self._results.pop(i) for i in ids]
+
+    def _route(self, frame: Frame) -> None:
+        call_id = frame.get("id")
+        if frame["type"] != "result" or call_id not in self._waiting:
+            os._exit(_EXIT_HOST_GONE)  # the host answered something never asked: fatal
+        assert isinstance(call_id, int)
+        self._waiting.discard(call_id)
+        if frame["ok"]:
+            self._results[call_id] = (True, frame["value"])
+        else:
+            self._results[call_id] = (False, (frame["code"], frame["message"]))
