@@ -51,8 +51,11 @@ def build_fragment(
     notes: list[str] = []
     has_params = bool(_properties(input_schema))
     want_output = output_schema is not None
-    tree = _generate(input_schema if has_params else None, output_schema, prefix, notes)
-    if tree is None and has_params and want_output:
+    first_try: list[str] = []
+    tree = _generate(input_schema if has_params else None, output_schema, prefix, first_try)
+    if tree is None and not (has_params and want_output):
+        notes.extend(first_try)
+    elif tree is None:
         # Localise the failure: the other half may still be fine.
         tree_in = _generate(input_schema, None, prefix, notes)
         tree_out = _generate(None, output_schema, prefix, notes)
@@ -101,7 +104,7 @@ def _generate(
             raise TypeError(f"unexpected generator result {type(source).__name__}")
         return ast.parse(source)
     except Exception as exc:  # the generator's failure modes are open-ended
-        part = "input" if output_schema is None else "output" if input_schema is None else "schema"
+        part = "input" if output_schema is None else "output" if input_schema is None else "tool"
         notes.append(f"{part} schema not supported ({type(exc).__name__}); typed as JSON")
         return None
 

@@ -1,0 +1,120 @@
+# ptc SDK (representative set). Call tools.<name>(...); see docstrings.
+from typing import Any, Callable, Generic, Literal, NotRequired, ParamSpec, TypeAlias, TypeVar, TypedDict
+
+JSON: TypeAlias = dict[str, "JSON"] | list["JSON"] | str | int | float | bool | None
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+class ToolCallError(Exception):
+    """A failed or denied call; str(e) == f"{e.tool}: {e.code}: {e.message}"."""
+    tool: str
+    code: str
+    message: str
+
+class _Tool(Generic[_P, _R]):
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R: ...
+    def map(self, calls: list[dict[str, Any]], /) -> list[_R]:
+        """One call per dict of keyword arguments, sent as one batch; results in order."""
+
+def _tool(f: Callable[_P, _R]) -> _Tool[_P, _R]: ...
+
+def parallel(*thunks: Callable[[], Any]) -> list[Any]:
+    """parallel(lambda: tools.a(x=1), lambda: tools.b()): one batch; results in order."""
+
+ClassOutput: TypeAlias = str
+
+GetWeatherV2Output = TypedDict('GetWeatherV2Output', {
+    'temp-c': float,
+    'class': NotRequired[str],
+})
+
+class NowOutput(TypedDict):
+    iso: str
+
+# odd: input schema not supported (SchemaParseError); typed as JSON
+# odd: output schema not supported (SchemaParseError); typed as JSON
+
+class PayInputMethod(TypedDict):
+    card_number: str
+class PayInputMethod1(TypedDict):
+    voucher: str
+class PayOutput(TypedDict):
+    receipt: str | None
+
+class SearchFlightsInputRoute(TypedDict):
+    """Where to fly"""
+    origin: str
+    destination: str
+class SearchFlightsInputPassenger(TypedDict):
+    """One traveller"""
+    name: str
+    age: NotRequired[int]
+    kind: Literal['adult', 'child', 'infant']
+class SearchFlightsOutputFlight(TypedDict):
+    id: str  # Flight id
+    legs: NotRequired[list[list[str]]]
+    price: float
+class SearchFlightsOutput(TypedDict):
+    flights: list[SearchFlightsOutputFlight]
+
+class SetStatusOutput(TypedDict):
+    previous: Literal['open', 'closed', 'wontfix']
+
+class TreeWalkInputNode(TypedDict):
+    label: str
+    children: NotRequired[list[TreeWalkInputNode]]
+TreeWalkOutputCount: TypeAlias = int
+class TreeWalkOutput(TypedDict):
+    visited: TreeWalkOutputCount
+
+class tools:
+    @_tool
+    def class_(*, from_: str, import_: bool = ..., filter: str = ...) -> ClassOutput:
+        """A keyword as a tool name."""
+    @_tool
+    def get_weather_v2(*, my_city_2: str, p_2fa: str = ..., my_city: str = ...) -> GetWeatherV2Output:
+        """Weather with odd keys."""
+    @_tool
+    def list_() -> JSON:
+        """A builtin as a tool name."""
+    @_tool
+    def log_event(*, message: str) -> JSON:
+        """Log an event. Quotes \"\"\" and a \\ backslash survive.
+
+        message: maxLength: 200
+        """
+    @_tool
+    def now() -> NowOutput:
+        """The current time."""
+    @_tool
+    def odd(*, x: JSON = ...) -> JSON:
+        """Schemas the generator cannot handle fall back to JSON."""
+    @_tool
+    def pay(*, method: PayInputMethod | PayInputMethod1, amount: int | float, note: str | None = ..., tags: dict[str, str] = ...) -> PayOutput:
+        """Pay with a card or a voucher."""
+    @_tool
+    def search_flights(*, route: SearchFlightsInputRoute, passengers: list[SearchFlightsInputPassenger], max_price: float = ...) -> SearchFlightsOutput:
+        """Find flights between two airports.
+
+        Results are sorted by price.
+
+        route: Where to fly
+        passengers: minItems: 1
+        max_price: exclusiveMinimum: 0
+        """
+    @_tool
+    def set_status(*, status: Literal['open', 'closed', 'wontfix'], level: Literal[1, 2] = ...) -> SetStatusOutput:
+        """Set a status.
+
+        status: "open"=in progress; "closed"=done; "wontfix"=declined
+        level: 1=low; 2=high
+        """
+    @_tool
+    def tools__2() -> JSON:
+        """Collides with the namespace."""
+    @_tool
+    def tools_() -> JSON:
+        """Keeps its name."""
+    @_tool
+    def tree_walk(*, root: TreeWalkInputNode) -> TreeWalkOutput:
+        """Walk a tree of nodes."""

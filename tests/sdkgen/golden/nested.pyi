@@ -1,0 +1,50 @@
+# ptc SDK (representative set). Call tools.<name>(...); see docstrings.
+from typing import Any, Callable, Generic, Literal, NotRequired, ParamSpec, TypeAlias, TypeVar, TypedDict
+
+JSON: TypeAlias = dict[str, "JSON"] | list["JSON"] | str | int | float | bool | None
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+class ToolCallError(Exception):
+    """A failed or denied call; str(e) == f"{e.tool}: {e.code}: {e.message}"."""
+    tool: str
+    code: str
+    message: str
+
+class _Tool(Generic[_P, _R]):
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R: ...
+    def map(self, calls: list[dict[str, Any]], /) -> list[_R]:
+        """One call per dict of keyword arguments, sent as one batch; results in order."""
+
+def _tool(f: Callable[_P, _R]) -> _Tool[_P, _R]: ...
+
+def parallel(*thunks: Callable[[], Any]) -> list[Any]:
+    """parallel(lambda: tools.a(x=1), lambda: tools.b()): one batch; results in order."""
+
+class SearchFlightsInputRoute(TypedDict):
+    """Where to fly"""
+    origin: str
+    destination: str
+class SearchFlightsInputPassenger(TypedDict):
+    """One traveller"""
+    name: str
+    age: NotRequired[int]
+    kind: Literal['adult', 'child', 'infant']
+class SearchFlightsOutputFlight(TypedDict):
+    id: str  # Flight id
+    legs: NotRequired[list[list[str]]]
+    price: float
+class SearchFlightsOutput(TypedDict):
+    flights: list[SearchFlightsOutputFlight]
+
+class tools:
+    @_tool
+    def search_flights(*, route: SearchFlightsInputRoute, passengers: list[SearchFlightsInputPassenger], max_price: float = ...) -> SearchFlightsOutput:
+        """Find flights between two airports.
+
+        Results are sorted by price.
+
+        route: Where to fly
+        passengers: minItems: 1
+        max_price: exclusiveMinimum: 0
+        """
