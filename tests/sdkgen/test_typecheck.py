@@ -10,7 +10,7 @@ import sdkgen
 
 from .cases import HEADER, all_specs
 
-PROGRAM = '''
+PROGRAM = """
 from sdk import ToolCallError, parallel, tools
 
 flights = tools.search_flights(
@@ -36,14 +36,14 @@ try:
     tools.tools_()
 except ToolCallError as e:
     message: str = f"{e.tool} {e.code} {e.message}"
-'''
+"""
 
-BAD_PROGRAM = '''
+BAD_PROGRAM = """
 from sdk import tools
 tools.set_status(status="maybe")
 tools.now(extra=1)
 tools.search_flights(route={"origin": "AMS", "destination": "JFK"})
-'''
+"""
 
 
 def _mypy(tmp_path: Path, program: str) -> tuple[str, int]:
