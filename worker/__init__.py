@@ -6,6 +6,7 @@ Host-side public face. ``worker`` never imports ``ptc``.
 from ._abc import CallHandler as CallHandler
 from ._abc import StdoutListener as StdoutListener
 from ._abc import WorkerBackend as WorkerBackend
+from ._backend import SubprocessBackend as SubprocessBackend
 from ._types import DIMENSIONS as DIMENSIONS
 from ._types import FAILURE_KINDS as FAILURE_KINDS
 from ._types import CallReply as CallReply
@@ -38,5 +39,6 @@ __all__ = (
     "RunRequest",
     "RunStats",
     "StdoutListener",
+    "SubprocessBackend",
     "WorkerBackend",
 )

@@ -1,0 +1,103 @@
+"""Shared helpers for the backend, containment and security tests (a real zygote)."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from collections.abc import Sequence
+
+from worker import CallReply, CallRequest, Containment, Limits, RunOutcome, RunRequest
+from worker._backend import SubprocessBackend
+
+# The shape sdkgen generates: tools call the injected __transport__ in batches.
+SDK = textwrap.dedent(
+    """
+    class ToolCallError(Exception):
+        def __init__(self, tool, code, message):
+            super().__init__(f"{tool}: {code}: {message}")
+            self.tool, self.code, self.message = tool, code, message
+
+    class _Tool:
+        def __init__(self, name):
+            self.name = name
+        def __call__(self, **kwargs):
+            return self.map([kwargs])[0]
+        def map(self, items):
+            replies = __transport__.call_batch([(self.name, dict(kw)) for kw in items])
+            for ok, value in replies:
+                if not ok:
+                    raise ToolCallError(self.name, *value)
+            return [value for _, value in replies]
+
+    class tools:
+        echo = _Tool("echo")
+        fail = _Tool("fail")
+
+    def parallel(*thunks):
+        return [t() for t in thunks]
+    """
+)
+
+SHORT = Limits(wall_seconds=3.0, cpu_seconds=2.0, memory_mib=256)
+RELAXED = Containment(require=frozenset())
+
+
+async def echo_calls(calls: Sequence[CallRequest]) -> list[CallReply]:
+    """Echo handler: ``echo`` returns its arguments, ``fail`` fails."""
+    return [
+        CallReply.failure("TOOL_FAILED", "asked to fail")
+        if c.tool == "fail"
+        else CallReply.success(dict(c.arguments))
+        for c in calls
+    ]
+
+
+async def run(
+    backend: SubprocessBackend, code: str, limits: Limits = SHORT, profile: str = "python"
+) -> RunOutcome:
+    request = RunRequest(code=code, sdk_module=SDK, limits=limits, profile=profile)  # type: ignore[arg-type]
+    return await backend.run(request, on_calls=echo_calls)
+
+
+def scratch_dirs() -> set[str]:
+    import tempfile
+
+    tmp = tempfile.gettempdir()
+    return {n for n in os.listdir(tmp) if n.startswith("ptc-run-")}
+
+
+def zombies() -> list[int]:
+    """Pids of zombie processes anywhere on the host."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state == "Z":
+            found.append(int(name))
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (via /proc/<pid>/task/*/children)."""
+    out: list[int] = []
+    stack = [pid]
+    while stack:
+        p = stack.pop()
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                with open(f"/proc/{p}/task/{t}/children", encoding="ascii") as fh:
+                    kids = [int(x) for x in fh.read().split()]
+            except OSError:
+                continue
+            out.extend(kids)
+            stack.extend(kids)
+    return out

@@ -1,0 +1,233 @@
+"""The zygote: a preloaded, single-threaded process that forks one keeper + child per run.
+
+Started by the host as ``<abs python> -I -m worker._zygote <control-fd>`` with an empty
+environment in its own session. It preloads the child runtime and the allowed modules,
+freezes the GC (forked children then share those pages), dies with the host
+(PR_SET_PDEATHSIG) and reaps orphans as a subreaper. Control channel: a SOCK_SEQPACKET
+socketpair; each request is one JSON message carrying two fds (the child's end of the run
+socketpair and the keeper's end of its own socketpair), forwarded by fork, so run data never
+passes through the zygote. The reply is ``{"id": n, "keeper": pid}`` or ``{"id": n,
+"error": str}``.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+from typing import Any
+
+import anyio
+
+from ._errors import WorkerError
+
+ALLOWED_MODULES: tuple[str, ...] = tuple(
+    (
+        "json re math statistics datetime collections itertools functools random string "
+        "decimal fractions heapq bisect textwrap"
+    ).split()
+)
+_PRELOAD: tuple[str, ...] = (
+    "worker._child",
+    "worker._containment",
+    "RestrictedPython",
+    "traceback",
+    "linecache",
+    "logging",
+    "threading",
+    "_strptime",
+)
+MAX_MESSAGE = 1 << 20
+
+
+def read_only_paths() -> list[str]:
+    """What a child may read: the interpreter's install and every mapped shared object."""
+    import worker
+
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(worker.__file__)}
+    for name in ("RestrictedPython",):
+        mod = sys.modules.get(name)
+        if mod is not None and mod.__file__:
+            paths.add(os.path.dirname(mod.__file__))
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and parts[5].startswith("/"):
+                    paths.add(parts[5].strip().removesuffix(" (deleted)"))
+    except OSError:
+        pass
+    paths.update(("/etc/ld.so.cache", "/dev/urandom"))
+    return sorted(p for p in paths if os.path.exists(p))
+
+
+def _preload() -> None:
+    for name in (*ALLOWED_MODULES, *_PRELOAD):
+        try:
+            importlib.import_module(name)
+        except ImportError:  # pragma: no cover - reported by the child at serve time
+            pass
+
+
+def _reap() -> None:
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def _spawn(msg: dict[str, Any], fds: list[int], static: dict[str, Any]) -> dict[str, Any]:
+    from worker import _containment
+
+    if len(fds) != 2:
+        return {"id": msg.get("id"), "error": f"expected 2 fds, got {len(fds)}"}
+    cfg = {**msg["cfg"], **static}
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        return {"id": msg.get("id"), "error": f"fork failed: {exc}"}
+    if pid == 0:
+        for fd in static["close_in_child"]:
+            os.close(fd)
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        _containment.keeper_main(cfg, fds[0], fds[1])
+    return {"id": msg.get("id"), "keeper": pid}
+
+
+def main(control_fd: int) -> None:
+    from worker import _containment
+
+    _containment.prctl(_containment.PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() == 1:  # the host died before we set the death signal
+        return
+    _containment.prctl(_containment.PR_SET_CHILD_SUBREAPER, 1)
+    _preload()
+    static: dict[str, Any] = {
+        "read_only": read_only_paths(),
+        "install_paths": [sys.base_prefix, sys.prefix, os.path.dirname(sys.executable)],
+    }
+    gc.freeze()
+    control = socket.socket(fileno=control_fd)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    static["close_in_child"] = [control_fd, wake_r, wake_w]
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    while True:
+        watched: list[Any] = [control, wake_r]
+        ready, _, _ = select.select(watched, [], [])
+        if wake_r in ready:
+            os.read(wake_r, 4096)
+            _reap()
+        if control not in ready:
+            continue
+        data, fds, _, _ = socket.recv_fds(control, MAX_MESSAGE, 4)
+        if not data:
+            break
+        try:
+            reply = _spawn(json.loads(data), fds, static)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        control.send(json.dumps(reply).encode())
+    _reap()
+
+
+class ZygoteClient:
+    """The host's handle on one zygote process (start, spawn a keeper, stop)."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._control: socket.socket | None = None
+        self._lock = anyio.Lock()
+        self._next_id = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> None:
+        """Start the zygote (blocking for a few ms: fork+exec only, preloading is async)."""
+        self.stop()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        import worker
+
+        root = os.path.dirname(os.path.dirname(os.path.abspath(worker.__file__)))
+        self._proc = subprocess.Popen(
+            [os.path.abspath(sys.executable), "-I", "-c", _BOOT, root, str(theirs.fileno())],
+            env={},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(theirs.fileno(),),
+            start_new_session=True,
+            close_fds=True,
+        )
+        theirs.close()
+        ours.setblocking(False)
+        self._control = ours
+
+    async def spawn(self, cfg: dict[str, Any], fds: list[int], timeout_s: float) -> int:
+        """Ask for one keeper; returns its pid. Raises ``WorkerError`` when that fails."""
+        async with self._lock:
+            if not self.alive():
+                self.start()
+            control = self._control
+            assert control is not None
+            self._next_id += 1
+            msg = json.dumps({"id": self._next_id, "cfg": cfg}).encode()
+            try:
+                socket.send_fds(control, [msg], fds)
+                with anyio.fail_after(timeout_s):
+                    while True:
+                        await anyio.wait_readable(control)
+                        try:
+                            data = control.recv(MAX_MESSAGE)
+                        except BlockingIOError:
+                            continue
+                        break
+            except (OSError, TimeoutError) as exc:
+                self.stop()
+                raise WorkerError(f"zygote did not answer: {exc!r}") from exc
+            if not data:
+                self.stop()
+                raise WorkerError("zygote exited")
+            reply = json.loads(data)
+            if "error" in reply:
+                raise WorkerError(f"zygote could not fork: {reply['error']}")
+            return int(reply["keeper"])
+
+    def stop(self) -> None:
+        """Close the control channel (the zygote exits on EOF), then kill and reap it."""
+        if self._control is not None:
+            self._control.close()
+            self._control = None
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            try:
+                proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+# -I ignores PYTHONPATH and the cwd; the project root (for an uninstalled checkout) comes
+# in argv, and the installed package wins if present.
+_BOOT = (
+    "import sys; r = sys.argv[1]; sys.path.append(r); "
+    "from worker._zygote import main; main(int(sys.argv[2]))"
+)
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))
