@@ -14,8 +14,7 @@ import ptc
 from benchmarks import _stats
 from benchmarks._episodes import run_code, run_native, spec_bytes
 from benchmarks._tasks import TASKS, Task
-from ptc.examples import EXAMPLE_TOOL_NAMES, build_runtime, polls_until_done
-from ptc.examples import _data, _generate_data
+from ptc.examples import EXAMPLE_TOOL_NAMES, _data, _generate_data, build_runtime, polls_until_done
 
 DATA_DIR = Path(_data.__file__).with_name("data")
 READ_ONLY = set(EXAMPLE_TOOL_NAMES) - {"job_status"}
