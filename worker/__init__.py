@@ -7,6 +7,9 @@ from ._abc import CallHandler as CallHandler
 from ._abc import StdoutListener as StdoutListener
 from ._abc import WorkerBackend as WorkerBackend
 from ._backend import SubprocessBackend as SubprocessBackend
+from ._errors import ProtocolError as ProtocolError
+from ._errors import WorkerError as WorkerError
+from ._output import OutputCapture as OutputCapture
 from ._types import DIMENSIONS as DIMENSIONS
 from ._types import FAILURE_KINDS as FAILURE_KINDS
 from ._types import CallReply as CallReply
@@ -34,11 +37,14 @@ __all__ = (
     "FailureKind",
     "Limits",
     "Output",
+    "OutputCapture",
     "Profile",
+    "ProtocolError",
     "RunOutcome",
     "RunRequest",
     "RunStats",
     "StdoutListener",
     "SubprocessBackend",
     "WorkerBackend",
+    "WorkerError",
 )
