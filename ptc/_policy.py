@@ -89,6 +89,10 @@ async def prepare(call: PendingCall) -> None:
         return
     if isinstance(decision, Ask):
         refusal = await _ask(call, decision)
+        # An ask cut short by the signal is ASK_CANCELLED; a completed one is re-checked.
+        if refusal is not None and refusal[0] == "ASK_CANCELLED":
+            _deny(call, *refusal)
+            return
         if _aborted_before_dispatch(call):
             return
         if refusal is not None:

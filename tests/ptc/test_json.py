@@ -1,0 +1,134 @@
+"""Lossless materialisation and deep-frozen JSON."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import pickle
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ptc import FrozenDict, FrozenList
+from ptc._json import NotJSONError, freeze, thaw
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+non_json_leaves = st.one_of(
+    st.just(math.nan),
+    st.just(math.inf),
+    st.just(-math.inf),
+    st.tuples(st.integers()),
+    st.frozensets(st.integers(), max_size=2),
+    st.binary(max_size=3),
+    st.builds(object),
+    st.complex_numbers(allow_nan=False, allow_infinity=False),
+)
+
+
+@given(json_values)
+def test_materialisation_round_trips_every_json_value(value: Any) -> None:
+    frozen = freeze(value)
+    assert frozen == value
+    assert json.loads(json.dumps(frozen)) == value
+    assert thaw(frozen) == value
+
+
+@given(json_values, non_json_leaves)
+def test_materialisation_rejects_every_non_json_value(value: Any, bad: Any) -> None:
+    with pytest.raises(NotJSONError):
+        freeze({"wrapper": [value, bad]})
+    with pytest.raises(NotJSONError):
+        freeze(bad)
+
+
+@pytest.mark.parametrize("key", [1, 1.5, None, True, ("a",)])
+def test_non_string_keys_are_rejected_with_a_path(key: Any) -> None:
+    with pytest.raises(NotJSONError) as info:
+        freeze({"outer": {key: 1}})
+    assert info.value.path == "$.outer"
+
+
+def test_the_error_names_the_json_path() -> None:
+    with pytest.raises(NotJSONError, match=r"\$\.items\[1\]"):
+        freeze({"items": [1, math.nan]})
+
+
+MUTATIONS_DICT = [
+    lambda d: d.__setitem__("x", 1),
+    lambda d: d.__delitem__("a"),
+    lambda d: d.update(x=1),
+    lambda d: d.pop("a"),
+    lambda d: d.popitem(),
+    lambda d: d.setdefault("x", 1),
+    lambda d: d.clear(),
+    lambda d: d.__ior__({"x": 1}),
+    lambda d: d.__init__({"x": 1}),
+    lambda d: setattr(d, "__class__", dict),
+]
+MUTATIONS_LIST = [
+    lambda items: items.append(1),
+    lambda items: items.extend([1]),
+    lambda items: items.insert(0, 1),
+    lambda items: items.pop(),
+    lambda items: items.remove(1),
+    lambda items: items.clear(),
+    lambda items: items.sort(),
+    lambda items: items.reverse(),
+    lambda items: items.__setitem__(0, 2),
+    lambda items: items.__delitem__(0),
+    lambda items: items.__iadd__([1]),
+    lambda items: items.__imul__(2),
+    lambda items: items.__init__([9]),
+]
+
+
+@pytest.mark.parametrize("mutate", MUTATIONS_DICT)
+def test_every_dict_mutation_raises_type_error(mutate: Any) -> None:
+    frozen = freeze({"a": [1, 2]})
+    with pytest.raises(TypeError):
+        mutate(frozen)
+    assert frozen == {"a": [1, 2]}
+
+
+@pytest.mark.parametrize("mutate", MUTATIONS_LIST)
+def test_every_list_mutation_raises_type_error(mutate: Any) -> None:
+    frozen = freeze([1, 2])
+    with pytest.raises(TypeError):
+        mutate(frozen)
+    assert frozen == [1, 2]
+
+
+def test_frozen_containers_behave_like_plain_json() -> None:
+    frozen = freeze({"a": [1, {"b": None}]})
+    assert isinstance(frozen, dict) and isinstance(frozen, FrozenDict)
+    assert isinstance(frozen["a"], list) and isinstance(frozen["a"], FrozenList)
+    assert json.dumps(frozen) == '{"a": [1, {"b": null}]}'
+    assert copy.deepcopy(frozen) is frozen
+    assert pickle.loads(pickle.dumps(frozen)) == frozen
+
+
+def test_freeze_copies_so_the_source_can_change_independently() -> None:
+    source = {"a": [1]}
+    frozen = freeze(source)
+    source["a"].append(2)
+    assert frozen == {"a": [1]}
+
+
+def test_thaw_returns_an_independent_mutable_copy() -> None:
+    thawed = thaw(freeze({"a": [1]}))
+    thawed["a"].append(2)
+    assert type(thawed) is dict and thawed == {"a": [1, 2]}
