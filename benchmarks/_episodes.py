@@ -45,6 +45,11 @@ class Episode:
         return self.wall_ms + self.model_turns * model_latency_ms
 
 
+def runtime_kwargs(relaxed: bool) -> dict[str, Any]:
+    """``ToolRuntime`` options for the suites: ``relaxed`` requires no containment dimension."""
+    return {"containment": ptc.Containment(require=frozenset())} if relaxed else {}
+
+
 def _json_bytes(value: Any) -> int:
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
 

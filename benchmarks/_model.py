@@ -24,6 +24,7 @@ import anyio
 import anyio.to_thread
 
 from . import _stats
+from ._episodes import runtime_kwargs
 
 SYSTEM_PROMPT = (
     "You answer questions with the tools provided. When done, reply with the answer only, "
@@ -154,8 +155,6 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main_with_model(args: argparse.Namespace, tasks: Sequence[Any]) -> int:
-    from .native_vs_code import runtime_kwargs  # the suite module imports this one
-
     client = ChatClient(base_url=args.base_url, model=args.model,
                         api_key=os.environ.get(args.api_key_env) or None)
     episodes = anyio.run(lambda: _run_all(client, tasks, runtime_kwargs(args.relaxed_containment)))

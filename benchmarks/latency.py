@@ -24,6 +24,7 @@ import anyio
 import ptc
 
 from . import _stats
+from ._episodes import runtime_kwargs
 from ._latency_parts import (
     CPU_PROGRAMS,
     descendant_pss_kib,
@@ -76,10 +77,9 @@ async def _ok(awaitable: Awaitable[Any]) -> Any:
 
 
 async def _run_suite(bench: Bench, relaxed: bool) -> None:
-    kwargs: dict[str, Any] = {"containment": ptc.Containment(require=())} if relaxed else {}
-    async with ptc.ToolRuntime(**kwargs) as runtime:
+    async with ptc.ToolRuntime(**runtime_kwargs(relaxed)) as runtime:
 
-        @runtime.tool(concurrency_safe=True)
+        @runtime.tool(concurrency_safe=True)  # type: ignore[untyped-decorator]
         def noop() -> int:
             """Return 0 (a trivial tool for round-trip timing)."""
             return 0
@@ -172,7 +172,10 @@ def _baselines(bench: Bench) -> None:
     bench.add("smolagents 1000 in-process calls",
               sample_sync(lambda: executor(program), bench.n(10)))
     for label, source in CPU_PROGRAMS.items():
-        bench.add(f"{label}: smolagents", sample_sync(lambda s=source: executor(s), bench.n(3)))
+        def smol(source: str = source) -> None:
+            executor(source)
+
+        bench.add(f"{label}: smolagents", sample_sync(smol, bench.n(3)))
         compiled = compile("def _p():\n" + _indent_with_return(source), "<bench>", "exec")
 
         def plain(compiled: Any = compiled) -> None:

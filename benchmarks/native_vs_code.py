@@ -20,11 +20,10 @@ from typing import Any
 
 import anyio
 
-import ptc
 from ptc.examples import build_runtime
 
 from . import _model, _stats
-from ._episodes import Episode, run_code, run_native, spec_bytes
+from ._episodes import Episode, run_code, run_native, runtime_kwargs, spec_bytes
 from ._tasks import TASKS, Task
 
 RESULT_NAME = "native_vs_code"
@@ -54,10 +53,6 @@ def _selected(names: str) -> tuple[Task, ...]:
     if unknown:
         raise SystemExit(f"unknown task(s) {unknown}; known: {', '.join(known)}")
     return tuple(known[n] for n in wanted)
-
-
-def runtime_kwargs(relaxed: bool) -> dict[str, Any]:
-    return {"containment": ptc.Containment(require=())} if relaxed else {}
 
 
 async def measure(tasks: Sequence[Task], *, reps: int, relaxed: bool) -> dict[str, Any]:
