@@ -22,7 +22,7 @@ from pathlib import Path
 from ._idents import camel, ident_for_tool, tool_idents
 from ._ir import ToolIR, tool_ir
 from ._render import render_module, render_stub
-from ._typegen import JSON_ALIAS, TypeFragment, build_fragment
+from ._typegen import JSON_ALIAS, TypeFragment, build_fragment, rename_prefix
 from ._types import Sdk, ToolSpec
 
 # Bump when fragment generation changes, so stale disk caches are ignored.
@@ -33,6 +33,18 @@ _RESERVED_TYPE_NAMES = (
     | frozenset(n for n in dir(typing) if not n.startswith("_"))
     | frozenset(n for n in dir(builtins) if not n.startswith("_"))
 )
+
+
+def _base_prefix(name: str) -> str:
+    prefix = base = camel(ident_for_tool(name))
+    n = 2
+    while prefix in _RESERVED_TYPE_NAMES:
+        prefix, n = f"{base}{n}", n + 1
+    return prefix
+
+
+def _swap(type_name: str, old: str, new: str) -> str:
+    return new + type_name[len(old) :]
 
 
 def spec_digest(spec: ToolSpec) -> str:
@@ -61,7 +73,7 @@ class SdkGenerator:
     def prepare(self, specs: Iterable[ToolSpec]) -> None:
         """Warm the fragments of ``specs`` (as each tool would be named on its own)."""
         for spec in specs:
-            self._fragment(spec, camel(ident_for_tool(spec.name)))
+            self._fragment(spec, _base_prefix(spec.name))
 
     def generate(self, specs: Sequence[ToolSpec], *, header: str = "") -> Sdk:
         """Assemble the SDK of ``specs`` (sorted by tool name; byte-stable)."""
@@ -80,22 +92,23 @@ class SdkGenerator:
 
     def _assemble(self, specs: list[ToolSpec], idents: list[str]) -> list[ToolIR]:
         # Every type name must be unique across tools and differ from every tool ident
-        # (a class-body name shadows a type for mypy). Clashes are rare: the later tool's
-        # prefix is bumped (Search -> Search2) and its fragment regenerated.
+        # (a class-body name shadows a type for mypy). A fragment's prefix depends only on
+        # its own tool name, so prepare() warms exactly what is needed here; on a clash the
+        # later tool's type names are renamed (Search -> Search2) without regenerating.
         reserved = _RESERVED_TYPE_NAMES | set(idents)
         used: set[str] = set()
         irs = []
         for spec, ident in zip(specs, idents, strict=True):
-            base = camel(ident)
+            base = _base_prefix(spec.name)
+            fragment = self._fragment(spec, base)
             prefix, n = base, 2
-            while True:
-                if prefix not in used and prefix not in reserved:
-                    fragment = self._fragment(spec, prefix)
-                    names = set(fragment.type_names)
-                    if not names & (used | reserved):
-                        break
+            while prefix in used or {_swap(t, base, prefix) for t in fragment.type_names} & (
+                used | reserved
+            ):
                 prefix, n = f"{base}{n}", n + 1
-            used |= {prefix} | set(fragment.type_names)
+            if prefix != base:
+                fragment = rename_prefix(fragment, base, prefix)
+            used |= {prefix, *fragment.type_names}
             irs.append(tool_ir(spec, ident, fragment))
         return irs
 

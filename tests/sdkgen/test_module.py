@@ -1,0 +1,226 @@
+"""The worker module's contract: calls, .map, parallel, errors, and what it exposes."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+import pytest
+
+import sdkgen
+
+from .cases import CASES, all_specs
+from .fake_transport import FakeTransport, load_module
+
+SEARCH = sdkgen.ToolSpec(
+    name="web-search",
+    description="Search.",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "query": {"type": "string"},
+            "from": {"type": "string"},
+            "limit": {"type": "integer", "default": 10},
+        },
+        "required": ["query"],
+    },
+    output_schema={"type": "object", "properties": {"hits": {"type": "array"}}},
+)
+PING = sdkgen.ToolSpec(name="ping")
+
+
+@pytest.fixture(scope="module")
+def sdk() -> sdkgen.Sdk:
+    return sdkgen.generate([SEARCH, PING])
+
+
+def _failing_on(bad: str) -> FakeTransport:
+    def answer(name: str, args: dict[str, Any]) -> tuple[bool, Any]:
+        if args.get("query") == bad:
+            return False, ("TOOL_ERROR", f"boom {bad}")
+        return True, args.get("query")
+
+    return FakeTransport(answer)
+
+
+def test_a_call_sends_original_names_and_keys_and_leaves_out_omitted_optionals(
+    sdk: sdkgen.Sdk,
+) -> None:
+    transport = FakeTransport()
+    ns = load_module(sdk, transport)
+    value = ns["tools"].web_search(query="q", from_="me")
+    assert transport.batches == [[("web-search", {"query": "q", "from": "me"})]]
+    assert value == {"tool": "web-search", "args": {"query": "q", "from": "me"}}
+    assert ns["tools"].ping() == {"tool": "ping", "args": {}}
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda t: t.web_search(query="q", nope=1), "unexpected keyword argument(s) nope; valid"),
+        (lambda t: t.web_search(query="q", **{"from": 1}), "valid: query, from_, limit"),
+        (lambda t: t.web_search(limit=1), "missing required keyword argument(s): query"),
+        (lambda t: t.web_search("q"), "keyword arguments only"),
+        (lambda t: t.ping(x=1), "valid: none"),
+    ],
+)
+def test_bad_arguments_raise_type_error_naming_the_valid_ones(
+    sdk: sdkgen.Sdk, call: Any, message: str
+) -> None:
+    transport = FakeTransport()
+    ns = load_module(sdk, transport)
+    with pytest.raises(TypeError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        call(ns["tools"])
+    assert transport.batches == []
+
+
+def test_a_failed_call_raises_tool_call_error(sdk: sdkgen.Sdk) -> None:
+    ns = load_module(sdk, _failing_on("x"))
+    with pytest.raises(ns["ToolCallError"]) as info:
+        ns["tools"].web_search(query="x")
+    error = info.value
+    assert (error.tool, error.code, error.message) == ("web-search", "TOOL_ERROR", "boom x")
+    assert str(error) == "web-search: TOOL_ERROR: boom x"
+    assert isinstance(error, Exception)
+
+
+def test_map_sends_one_batch_and_returns_results_in_order(sdk: sdkgen.Sdk) -> None:
+    transport = _failing_on("never")
+    ns = load_module(sdk, transport)
+    result = ns["tools"].web_search.map([{"query": "a"}, {"query": "b", "limit": 2}])
+    assert result == ["a", "b"]
+    assert transport.batches == [
+        [("web-search", {"query": "a"}), ("web-search", {"query": "b", "limit": 2})]
+    ]
+    assert ns["tools"].web_search.map([]) == []
+
+
+def test_map_raises_the_first_error_in_submission_order(sdk: sdkgen.Sdk) -> None:
+    def answer(name: str, args: dict[str, Any]) -> tuple[bool, Any]:
+        return False, ("DENIED", args["query"])
+
+    ns = load_module(sdk, FakeTransport(answer))
+    with pytest.raises(ns["ToolCallError"], match="DENIED: b"):
+        ns["tools"].web_search.map([{"query": "b"}, {"query": "a"}])
+
+
+def test_map_validates_every_item_before_sending(sdk: sdkgen.Sdk) -> None:
+    transport = FakeTransport()
+    ns = load_module(sdk, transport)
+    with pytest.raises(TypeError, match="missing required"):
+        ns["tools"].web_search.map([{"query": "a"}, {"limit": 1}])
+    with pytest.raises(TypeError, match="list of keyword dicts"):
+        ns["tools"].web_search.map({"query": "a"})
+    assert transport.batches == []
+
+
+def test_parallel_records_one_call_per_thunk_and_sends_one_batch(sdk: sdkgen.Sdk) -> None:
+    transport = FakeTransport()
+    ns = load_module(sdk, transport)
+    tools, parallel = ns["tools"], ns["parallel"]
+    results = parallel(lambda: tools.ping(), lambda: tools.web_search(query="z"))
+    assert [r["tool"] for r in results] == ["ping", "web-search"]
+    assert transport.batches == [[("ping", {}), ("web-search", {"query": "z"})]]
+    assert parallel() == []
+    assert parallel([lambda: tools.ping()]) == [{"tool": "ping", "args": {}}]
+
+
+def test_parallel_raises_the_first_error_in_order(sdk: sdkgen.Sdk) -> None:
+    ns = load_module(sdk, _failing_on("bad"))
+    tools = ns["tools"]
+    with pytest.raises(ns["ToolCallError"], match="boom bad"):
+        ns["parallel"](lambda: tools.web_search(query="ok"), lambda: tools.web_search(query="bad"))
+
+
+@pytest.mark.parametrize(
+    ("thunk", "message"),
+    [
+        (lambda t: None, "made 0 tool calls"),
+        (lambda t: [t.ping(), t.ping()], "made 2 tool calls"),
+        (lambda t: [t.ping()], "must return its tool call's result unchanged"),
+        (lambda t: t.ping.map([{}]), "cannot be used inside a parallel"),
+        ("not callable", "not callable"),
+    ],
+)
+def test_parallel_rejects_thunks_that_are_not_exactly_one_call(
+    sdk: sdkgen.Sdk, thunk: Any, message: str
+) -> None:
+    transport = FakeTransport()
+    ns = load_module(sdk, transport)
+    tools = ns["tools"]
+    arg = (lambda: thunk(tools)) if callable(thunk) else thunk
+    with pytest.raises(TypeError, match=message):
+        ns["parallel"](arg)
+    assert transport.batches == []
+    assert tools.ping() == {"tool": "ping", "args": {}}  # recording mode was left
+
+
+def test_tools_is_read_only_and_names_available_tools(sdk: sdkgen.Sdk) -> None:
+    ns = load_module(sdk, FakeTransport())
+    tools = ns["tools"]
+    with pytest.raises(TypeError):
+        tools.ping = None
+    with pytest.raises(TypeError):
+        del tools.ping
+    with pytest.raises(TypeError):
+        tools.ping.anything = 1
+    with pytest.raises(TypeError):
+        tools()
+    with pytest.raises(AttributeError, match="available: ping, web_search"):
+        _ = tools.nope
+
+
+def _public_reach(root: object, depth: int) -> list[object]:
+    seen, frontier = [root], [root]
+    for _ in range(depth):
+        nxt = []
+        for obj in frontier:
+            for name in dir(obj):
+                if name.startswith("_"):
+                    continue
+                try:
+                    value = getattr(obj, name)
+                except Exception:
+                    continue
+                if not any(value is s for s in seen):
+                    seen.append(value)
+                    nxt.append(value)
+        frontier = nxt
+    return seen
+
+
+def test_no_public_attribute_path_reaches_the_transport(sdk: sdkgen.Sdk) -> None:
+    transport = FakeTransport()
+    ns = load_module(sdk, transport)
+    error = ns["ToolCallError"]("t", "c", "m")
+    for root in (ns["tools"], ns["parallel"], ns["ToolCallError"], error):
+        reached = _public_reach(root, depth=3)
+        assert not any(obj is transport or obj is ns for obj in reached)
+
+
+def test_the_module_imports_only_the_standard_library_at_run_time() -> None:
+    module = sdkgen.generate(all_specs()).module
+    imports = [
+        alias.name.split(".")[0]
+        for node in ast.walk(ast.parse(module))
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    ] + [
+        node.module.split(".")[0]
+        for node in ast.walk(ast.parse(module))
+        if isinstance(node, ast.ImportFrom) and node.module
+    ]
+    assert set(imports) <= {"__future__", "threading"}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_representative_module_executes_and_round_trips_keys(case: str) -> None:
+    sdk = sdkgen.generate(CASES[case])
+    transport = FakeTransport()
+    ns = load_module(sdk, transport)
+    for binding in sdk.tools:
+        kwargs = {p.ident: f"v-{p.ident}" for p in binding.params if p.required}
+        getattr(ns["tools"], binding.ident)(**kwargs)
+        sent_name, sent_args = transport.batches[-1][0]
+        assert sent_name == binding.name
+        assert sent_args == {p.key: f"v-{p.ident}" for p in binding.params if p.required}
