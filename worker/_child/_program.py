@@ -155,7 +155,8 @@ def _top_level_nodes(tree: ast.Module) -> list[ast.AST]:
     while todo:
         node = todo.pop()
         found.append(node)
-        todo.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, _SCOPES))
+        if not isinstance(node, _SCOPES):
+            todo.extend(ast.iter_child_nodes(node))
     return found
 
 
@@ -208,15 +209,17 @@ def format_program_error(exc: BaseException, code: str) -> str:
         else:
             current = None
     parts: list[str] = []
-    for i, item in enumerate(reversed(chain)):
-        if i:
-            cause = chain[len(chain) - i].__cause__ is item
+    previous: BaseException | None = None
+    for item in reversed(chain):
+        if previous is not None:
+            cause = item.__cause__ is previous
             parts.append(
                 "\nThe above exception was the direct cause of the following exception:\n\n"
                 if cause
                 else "\nDuring handling of the above exception, another exception occurred:\n\n"
             )
         parts.append(_format_one(item, lines))
+        previous = item
     return _cap("".join(parts).rstrip("\n"))
 
 

@@ -1,0 +1,172 @@
+"""Programs as function bodies: values, syntax/exception/result failures, tracebacks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from worker._child._program import ProgramResult, ProgramStop, check_result, run_program
+
+
+def run(code: str, *, result_bytes: int = 10_000, **names: Any) -> ProgramResult:
+    printed: list[str] = []
+    return run_program(
+        code,
+        profile="python",
+        names=names,
+        result_bytes=result_bytes,
+        print_fn=lambda *a, **k: printed.append(" ".join(map(str, a))),
+    )
+
+
+@pytest.mark.parametrize(
+    ("code", "value"),
+    [
+        ("return 1", 1),
+        ("1\n2\n3", 3),
+        ("x = 5", None),
+        ("# only a comment", None),
+        ("for i in range(3):\n    pass\ni", 2),
+        ("def f():\n    return 7\nf()", 7),
+        ("x = [1]\ndef g():\n    x.append(2)\ng()\nreturn x", [1, 2]),
+        ("class A:\n    def v(self):\n        return A\nA().v() is A", True),
+        ("return {'k': [1.5, None, 'é']}", {"k": [1.5, None, "é"]}),
+    ],
+)
+def test_values(code: str, value: object) -> None:
+    result = run(code)
+    assert result.ok, result.detail
+    assert result.value == value
+
+
+def test_names_are_visible_to_the_program() -> None:
+    assert run("tools * 2", tools=21).value == 42
+
+
+@pytest.mark.parametrize(
+    ("code", "needle"),
+    [
+        ("x = (", "line 1"),
+        ("a = 1\nb = = 2", "line 2"),
+        ("yield 5", "'yield' outside function"),
+        ("x = 1\0", "null"),
+        ("nonlocal x", "nonlocal"),
+    ],
+)
+def test_syntax_errors(code: str, needle: str) -> None:
+    result = run(code)
+    assert result.kind == "syntax"
+    assert needle in result.detail
+
+
+def test_yield_inside_a_nested_function_is_fine() -> None:
+    assert run("def g():\n    yield 1\nlist(g())").value == [1]
+
+
+def test_traceback_keeps_program_frames_and_user_line_numbers() -> None:
+    code = "x = 1\n\ndef inner():\n    return {}['missing']\n\ninner()"
+    detail = run(code).detail
+    assert detail.splitlines() == [
+        "Traceback (most recent call last):",
+        '  File "<program>", line 6, in <module>',
+        "    inner()",
+        '  File "<program>", line 4, in inner',
+        "    return {}['missing']",
+        "KeyError: 'missing'",
+    ]
+
+
+def test_chained_exceptions_are_shown() -> None:
+    code = "try:\n    1/0\nexcept ZeroDivisionError as e:\n    raise ValueError('wrapped') from e"
+    detail = run(code).detail
+    assert "ZeroDivisionError" in detail and "direct cause" in detail
+    assert detail.endswith("ValueError: wrapped")
+
+
+def test_frames_outside_the_program_are_removed() -> None:
+    def helper() -> None:
+        raise RuntimeError("from a helper")
+
+    detail = run("helper()", helper=helper).detail
+    assert "test_program.py" not in detail
+    assert detail.endswith("RuntimeError: from a helper")
+
+
+def test_huge_exception_messages_are_capped() -> None:
+    detail = run("raise ValueError('x' * 100000)").detail
+    assert len(detail) < 17_000 and "characters omitted" in detail
+
+
+@pytest.mark.parametrize(
+    ("code", "kind"),
+    [
+        ("raise SystemExit(1)", "exception"),
+        ("raise KeyboardInterrupt", "exception"),
+        ("raise MemoryError", "memory-limit"),
+        ("def f():\n    f()\nf()", "exception"),
+    ],
+)
+def test_base_exceptions_are_program_failures(code: str, kind: str) -> None:
+    assert run(code).kind == kind
+
+
+def test_a_program_stop_ends_with_its_kind_even_if_swallowed() -> None:
+    stop = ProgramStop("call-limit", "too many")
+
+    def trip() -> None:
+        raise stop
+
+    result = run_program(
+        "try:\n    trip()\nexcept BaseException:\n    pass\nreturn 1",
+        profile="python",
+        names={"trip": trip},
+        result_bytes=100,
+        stopped=lambda: stop,
+    )
+    assert (result.kind, result.detail) == ("call-limit", "too many")
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        ((1, 2), "tuple"),
+        ({1: "a"}, "non-string key"),
+        (float("inf"), "non-finite"),
+        ({"a": [object()]}, "value['a'][0] is a object"),
+        (b"bytes", "bytes"),
+    ],
+)
+def test_non_json_results_are_invalid(value: object, needle: str) -> None:
+    result = check_result(value, result_bytes=1000)
+    assert result.kind == "invalid-result"
+    assert needle in result.detail
+
+
+def test_cyclic_and_deep_results_are_invalid() -> None:
+    cyclic: list[object] = []
+    cyclic.append(cyclic)
+    assert check_result(cyclic, result_bytes=1000).kind == "invalid-result"
+    deep: list[object] = []
+    for _ in range(1000):
+        deep = [deep]
+    assert "nested deeper" in check_result(deep, result_bytes=10**6).detail
+
+
+def test_result_size_is_measured_as_utf8_json() -> None:
+    assert check_result("é" * 10, result_bytes=22).ok  # 20 bytes + 2 quotes
+    assert check_result("é" * 10, result_bytes=21).kind == "invalid-result"
+
+
+def test_done_frames() -> None:
+    assert ProgramResult(ok=True, value=[1]).as_frame() == {
+        "type": "done",
+        "ok": True,
+        "value": [1],
+    }
+    assert ProgramResult.failure("syntax", "bad").as_frame() == {
+        "type": "done",
+        "ok": False,
+        "kind": "syntax",
+        "detail": "bad",
+    }
