@@ -122,6 +122,16 @@ class Scheduler:
                 elif is_parallel(call):
                     await self._slots.acquire()
                     await self._barrier.acquire_shared()
+                    if signal is not None and signal.cancelled:
+                        # Aborted while waiting for a slot: unstarted, abandoned unlogged.
+                        await self._release_parallel()
+                        results[index] = error_result(
+                            call_id,
+                            spec.name,
+                            "ABORTED_BEFORE_DISPATCH",
+                            "tool call aborted before dispatch",
+                        )
+                        continue
                     try:
                         async with self._prepare_lock:
                             await prepare(call)
