@@ -6,6 +6,7 @@ import threading
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 import ptc
@@ -183,7 +184,7 @@ async def test_a_cooperative_body_is_not_cancelled_and_keeps_its_aborted_message
     async def body(arguments: Any, context: ptc.ToolContext) -> Any:
         started.set()
         await context.signal.wait()
-        await anyio.sleep(0)  # still running after the signal: it was not cancelled
+        await anyio.lowlevel.checkpoint()  # still running after the signal: it was not cancelled
         raise BodyFailure("ABORTED", "tool call aborted\nCaptured output:\nhello", {"k": 1})
 
     definition = dataclasses.replace(echo_tool("coop", execute=body), cooperative_cancel=True)

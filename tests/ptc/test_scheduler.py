@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 import ptc
@@ -85,7 +86,7 @@ async def test_exclusive_barriers_last_through_post_execute() -> None:
 
     async def post(payload: ptc.PostExecute, nxt: Any) -> Any:
         rec.log.append(f"post {payload.execution.call_id}")
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         return await nxt()
 
     runtime.on("tools/post-execute", post)
@@ -148,7 +149,7 @@ async def test_pre_execute_never_overlaps() -> None:
     async def pre(ex: ptc.ToolExecution, nxt: Any) -> Any:
         log.append(f"enter {ex.call_id}")
         for _ in range(3):
-            await anyio.sleep(0)
+            await anyio.lowlevel.checkpoint()
         log.append(f"exit {ex.call_id}")
         return await nxt()
 
@@ -247,7 +248,7 @@ async def test_one_scheduler_keeps_pre_execute_serial_across_concurrent_runs() -
     async def pre(ex: ptc.ToolExecution, nxt: Any) -> Any:
         log.append(f"enter {ex.call_id}")
         for _ in range(3):
-            await anyio.sleep(0)
+            await anyio.lowlevel.checkpoint()
         log.append(f"exit {ex.call_id}")
         return await nxt()
 
@@ -269,7 +270,7 @@ async def test_one_scheduler_exclusive_waits_for_other_batches_parallel_bodies()
 
     async def post(payload: ptc.PostExecute, nxt: Any) -> Any:
         rec.log.append(f"post {payload.execution.call_id}")
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         return await nxt()
 
     runtime.on("tools/post-execute", post)
