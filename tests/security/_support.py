@@ -101,3 +101,16 @@ def descendants(pid: int) -> list[int]:
             out.extend(kids)
             stack.extend(kids)
     return out
+
+
+def leftover_descendants(pid: int, timeout_s: float = 2.0) -> list[int]:
+    """Descendants of ``pid`` still present after waiting up to ``timeout_s`` for exits
+    to be reaped (the zygote reaps on SIGCHLD, asynchronously to the host)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = descendants(pid)
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.01)
