@@ -102,7 +102,7 @@ class Child:
                 if not self.cgroups.populated():
                     break
                 await anyio.sleep(0.0005)
-        if scope.cancelled_caught:  # belt and braces: the keeper itself
+        if scope.cancelled_caught and self.keeper_pid > 0:  # belt and braces: the keeper
             with contextlib.suppress(OSError):
                 os.kill(self.keeper_pid, signal.SIGKILL)
 
