@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ._ir import ToolIR
-from ._render_types import comment, docstring
+from ._render_types import comment, docstring, printable
 
 _MARKER = "# --- generated module runtime starts here ---\n"
 _RUNTIME_SOURCE = Path(__file__).with_name("_module_runtime.py").read_text(encoding="utf-8")
@@ -59,7 +59,7 @@ def _tool_docstring(tool: ToolIR) -> str:
 
 def render_stub(tools: list[ToolIR], header: str) -> str:
     """The model-facing SDK: valid Python stub source (type-checks as a ``.pyi``)."""
-    out = [f"# {line}".rstrip() + "\n" for line in header.splitlines()]
+    out = [f"# {printable(line)}".rstrip() + "\n" for line in header.splitlines()]
     typing_names = sorted(set(_STUB_TYPING).union(*(t.typing_names for t in tools)))
     out.append(f"from typing import {', '.join(typing_names)}\n")
     out.append(_STUB_PRELUDE)
@@ -93,11 +93,12 @@ def render_module(tools: list[ToolIR]) -> str:
     out = ["from __future__ import annotations\n", MODULE_RUNTIME]
     aliases = sorted({_invoke_name(t) for t in tools} - {"__sdk__"}, key=len)
     out.extend(f"{alias} = _invoke\n" for alias in aliases)
-    out.append("\n\nclass tools(metaclass=_Namespace):\n")
+    # Module-level defs, not a class body: inside a class a parameter named `__x` would be
+    # name-mangled. Tool idents never start with `_`, so they cannot shadow the runtime.
     for tool in tools:
         arguments = ", ".join(f"{p.key!r}: {p.ident}" for p in tool.params)
-        out.append(f"    @_tool\n    {signature(tool)}\n")
-        out.append(f"        return {_invoke_name(tool)}({tool.name!r}, {{{arguments}}})\n")
-    if not tools:
-        out.append("    pass\n")
+        out.append(f"\n\n@_tool\n{signature(tool)}\n")
+        out.append(f"    return {_invoke_name(tool)}({tool.name!r}, {{{arguments}}})\n")
+    members = "".join(f"    {t.ident!r}: {t.ident},\n" for t in tools)
+    out.append(f"\n\ntools = _Namespace('tools', (), {{\n{members}}})\n")
     return "".join(out)

@@ -18,9 +18,19 @@ def one_line(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
+def printable(text: str) -> str:
+    """``text`` with every non-printable character (NUL, other controls, lone surrogates,
+    line separators) written as a backslash escape, so it can sit in a comment or, with
+    backslashes escaped first, in a string literal of valid source."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
 def docstring(lines: list[str], indent: str) -> str:
-    """A triple-quoted docstring; ``lines`` are kept, with quotes and backslashes escaped."""
-    escaped = [line.replace("\\", "\\\\").replace('"""', '\\"\\"\\"') for line in lines]
+    """A triple-quoted docstring; ``lines`` are kept, with quotes, backslashes and
+    non-printable characters escaped (the docstring's value is the original text)."""
+    escaped = [printable(line.replace("\\", "\\\\")).replace('"""', '\\"\\"\\"') for line in lines]
     if len(escaped) == 1:
         if escaped[0].endswith('"'):
             escaped[0] = escaped[0][:-1] + '\\"'
@@ -30,7 +40,7 @@ def docstring(lines: list[str], indent: str) -> str:
 
 
 def comment(text: str) -> str:
-    return "# " + one_line(text)
+    return "# " + printable(one_line(text))
 
 
 def _docstring_text(stmt: ast.stmt) -> str | None:

@@ -25,12 +25,15 @@ def _no_generation(*args: Any, **kwargs: Any) -> Any:
 
 
 def _signatures(source: str) -> dict[str, str]:
-    """``ident -> def line`` of every function in ``class tools`` (decorator excluded)."""
+    """``ident -> def line`` of every ``@_tool`` function (in ``class tools`` in the stub, at
+    module level in the worker module), body and decorator removed."""
     tree = ast.parse(source)
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "tools")
+    cls = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "tools"]
     out = {}
-    for fn in cls.body:
-        if isinstance(fn, ast.FunctionDef):
+    for fn in (cls[0].body if cls else []) + tree.body:
+        if isinstance(fn, ast.FunctionDef) and [ast.unparse(d) for d in fn.decorator_list] == [
+            "_tool"
+        ]:
             fn.body, fn.decorator_list = [ast.Pass()], []
             out[fn.name] = ast.unparse(fn)
     return out

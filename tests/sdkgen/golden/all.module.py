@@ -160,40 +160,77 @@ _tool = _Tool
 __sdk__ = _invoke
 
 
-class tools(metaclass=_Namespace):
-    @_tool
-    def class_(*, from_: str, import_: bool = ..., filter: str = ...) -> ClassOutput:
-        return __sdk__('class', {'from': from_, 'import': import_, 'filter': filter})
-    @_tool
-    def get_weather_v2(*, my_city_2: str, p_2fa: str = ..., my_city: str = ...) -> GetWeatherV2Output:
-        return __sdk__('get-weather.v2', {'my-city': my_city_2, '2fa': p_2fa, 'my_city': my_city})
-    @_tool
-    def list_() -> JSON:
-        return __sdk__('list', {})
-    @_tool
-    def log_event(*, message: str) -> JSON:
-        return __sdk__('log_event', {'message': message})
-    @_tool
-    def now() -> NowOutput:
-        return __sdk__('now', {})
-    @_tool
-    def odd(*, x: JSON = ...) -> JSON:
-        return __sdk__('odd', {'x': x})
-    @_tool
-    def pay(*, method: PayInputMethod | PayInputMethod1, amount: int | float, note: str | None = ..., tags: dict[str, str] = ...) -> PayOutput:
-        return __sdk__('pay', {'method': method, 'amount': amount, 'note': note, 'tags': tags})
-    @_tool
-    def search_flights(*, route: SearchFlightsInputRoute, passengers: list[SearchFlightsInputPassenger], max_price: float = ...) -> SearchFlightsOutput:
-        return __sdk__('search_flights', {'route': route, 'passengers': passengers, 'max_price': max_price})
-    @_tool
-    def set_status(*, status: Literal['open', 'closed', 'wontfix'], level: Literal[1, 2] = ...) -> SetStatusOutput:
-        return __sdk__('set_status', {'status': status, 'level': level})
-    @_tool
-    def tools__2() -> JSON:
-        return __sdk__('tools', {})
-    @_tool
-    def tools_() -> JSON:
-        return __sdk__('tools_', {})
-    @_tool
-    def tree_walk(*, root: TreeWalkInputNode) -> TreeWalkOutput:
-        return __sdk__('tree_walk', {'root': root})
+@_tool
+def class_(*, from_: str, import_: bool = ..., filter: str = ...) -> ClassOutput:
+    return __sdk__('class', {'from': from_, 'import': import_, 'filter': filter})
+
+
+@_tool
+def get_weather_v2(*, my_city_2: str, p_2fa: str = ..., my_city: str = ...) -> GetWeatherV2Output:
+    return __sdk__('get-weather.v2', {'my-city': my_city_2, '2fa': p_2fa, 'my_city': my_city})
+
+
+@_tool
+def list_() -> JSON:
+    return __sdk__('list', {})
+
+
+@_tool
+def log_event(*, message: str) -> JSON:
+    return __sdk__('log_event', {'message': message})
+
+
+@_tool
+def now() -> NowOutput:
+    return __sdk__('now', {})
+
+
+@_tool
+def odd(*, x: JSON = ...) -> JSON:
+    return __sdk__('odd', {'x': x})
+
+
+@_tool
+def pay(*, method: PayInputMethod | PayInputMethod1, amount: int | float, note: str | None = ..., tags: dict[str, str] = ...) -> PayOutput:
+    return __sdk__('pay', {'method': method, 'amount': amount, 'note': note, 'tags': tags})
+
+
+@_tool
+def search_flights(*, route: SearchFlightsInputRoute, passengers: list[SearchFlightsInputPassenger], max_price: float = ...) -> SearchFlightsOutput:
+    return __sdk__('search_flights', {'route': route, 'passengers': passengers, 'max_price': max_price})
+
+
+@_tool
+def set_status(*, status: Literal['open', 'closed', 'wontfix'], level: Literal[1, 2] = ...) -> SetStatusOutput:
+    return __sdk__('set_status', {'status': status, 'level': level})
+
+
+@_tool
+def tools__2() -> JSON:
+    return __sdk__('tools', {})
+
+
+@_tool
+def tools_() -> JSON:
+    return __sdk__('tools_', {})
+
+
+@_tool
+def tree_walk(*, root: TreeWalkInputNode) -> TreeWalkOutput:
+    return __sdk__('tree_walk', {'root': root})
+
+
+tools = _Namespace('tools', (), {
+    'class_': class_,
+    'get_weather_v2': get_weather_v2,
+    'list_': list_,
+    'log_event': log_event,
+    'now': now,
+    'odd': odd,
+    'pay': pay,
+    'search_flights': search_flights,
+    'set_status': set_status,
+    'tools__2': tools__2,
+    'tools_': tools_,
+    'tree_walk': tree_walk,
+})

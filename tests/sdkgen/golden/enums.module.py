@@ -160,7 +160,11 @@ _tool = _Tool
 __sdk__ = _invoke
 
 
-class tools(metaclass=_Namespace):
-    @_tool
-    def set_status(*, status: Literal['open', 'closed', 'wontfix'], level: Literal[1, 2] = ...) -> SetStatusOutput:
-        return __sdk__('set_status', {'status': status, 'level': level})
+@_tool
+def set_status(*, status: Literal['open', 'closed', 'wontfix'], level: Literal[1, 2] = ...) -> SetStatusOutput:
+    return __sdk__('set_status', {'status': status, 'level': level})
+
+
+tools = _Namespace('tools', (), {
+    'set_status': set_status,
+})

@@ -160,7 +160,11 @@ _tool = _Tool
 __sdk__ = _invoke
 
 
-class tools(metaclass=_Namespace):
-    @_tool
-    def search_flights(*, route: SearchFlightsInputRoute, passengers: list[SearchFlightsInputPassenger], max_price: float = ...) -> SearchFlightsOutput:
-        return __sdk__('search_flights', {'route': route, 'passengers': passengers, 'max_price': max_price})
+@_tool
+def search_flights(*, route: SearchFlightsInputRoute, passengers: list[SearchFlightsInputPassenger], max_price: float = ...) -> SearchFlightsOutput:
+    return __sdk__('search_flights', {'route': route, 'passengers': passengers, 'max_price': max_price})
+
+
+tools = _Namespace('tools', (), {
+    'search_flights': search_flights,
+})

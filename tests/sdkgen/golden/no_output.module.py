@@ -160,7 +160,11 @@ _tool = _Tool
 __sdk__ = _invoke
 
 
-class tools(metaclass=_Namespace):
-    @_tool
-    def log_event(*, message: str) -> JSON:
-        return __sdk__('log_event', {'message': message})
+@_tool
+def log_event(*, message: str) -> JSON:
+    return __sdk__('log_event', {'message': message})
+
+
+tools = _Namespace('tools', (), {
+    'log_event': log_event,
+})

@@ -160,7 +160,11 @@ _tool = _Tool
 __sdk__ = _invoke
 
 
-class tools(metaclass=_Namespace):
-    @_tool
-    def get_weather_v2(*, my_city_2: str, p_2fa: str = ..., my_city: str = ...) -> GetWeatherV2Output:
-        return __sdk__('get-weather.v2', {'my-city': my_city_2, '2fa': p_2fa, 'my_city': my_city})
+@_tool
+def get_weather_v2(*, my_city_2: str, p_2fa: str = ..., my_city: str = ...) -> GetWeatherV2Output:
+    return __sdk__('get-weather.v2', {'my-city': my_city_2, '2fa': p_2fa, 'my_city': my_city})
+
+
+tools = _Namespace('tools', (), {
+    'get_weather_v2': get_weather_v2,
+})

@@ -160,7 +160,11 @@ _tool = _Tool
 __sdk__ = _invoke
 
 
-class tools(metaclass=_Namespace):
-    @_tool
-    def tree_walk(*, root: TreeWalkInputNode) -> TreeWalkOutput:
-        return __sdk__('tree_walk', {'root': root})
+@_tool
+def tree_walk(*, root: TreeWalkInputNode) -> TreeWalkOutput:
+    return __sdk__('tree_walk', {'root': root})
+
+
+tools = _Namespace('tools', (), {
+    'tree_walk': tree_walk,
+})

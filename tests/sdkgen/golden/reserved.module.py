@@ -160,16 +160,29 @@ _tool = _Tool
 __sdk__ = _invoke
 
 
-class tools(metaclass=_Namespace):
-    @_tool
-    def class_(*, from_: str, import_: bool = ..., filter: str = ...) -> ClassOutput:
-        return __sdk__('class', {'from': from_, 'import': import_, 'filter': filter})
-    @_tool
-    def list_() -> JSON:
-        return __sdk__('list', {})
-    @_tool
-    def tools__2() -> JSON:
-        return __sdk__('tools', {})
-    @_tool
-    def tools_() -> JSON:
-        return __sdk__('tools_', {})
+@_tool
+def class_(*, from_: str, import_: bool = ..., filter: str = ...) -> ClassOutput:
+    return __sdk__('class', {'from': from_, 'import': import_, 'filter': filter})
+
+
+@_tool
+def list_() -> JSON:
+    return __sdk__('list', {})
+
+
+@_tool
+def tools__2() -> JSON:
+    return __sdk__('tools', {})
+
+
+@_tool
+def tools_() -> JSON:
+    return __sdk__('tools_', {})
+
+
+tools = _Namespace('tools', (), {
+    'class_': class_,
+    'list_': list_,
+    'tools__2': tools__2,
+    'tools_': tools_,
+})

@@ -160,7 +160,11 @@ _tool = _Tool
 __sdk__ = _invoke
 
 
-class tools(metaclass=_Namespace):
-    @_tool
-    def pay(*, method: PayInputMethod | PayInputMethod1, amount: int | float, note: str | None = ..., tags: dict[str, str] = ...) -> PayOutput:
-        return __sdk__('pay', {'method': method, 'amount': amount, 'note': note, 'tags': tags})
+@_tool
+def pay(*, method: PayInputMethod | PayInputMethod1, amount: int | float, note: str | None = ..., tags: dict[str, str] = ...) -> PayOutput:
+    return __sdk__('pay', {'method': method, 'amount': amount, 'note': note, 'tags': tags})
+
+
+tools = _Namespace('tools', (), {
+    'pay': pay,
+})

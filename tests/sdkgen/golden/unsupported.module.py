@@ -160,7 +160,11 @@ _tool = _Tool
 __sdk__ = _invoke
 
 
-class tools(metaclass=_Namespace):
-    @_tool
-    def odd(*, x: JSON = ...) -> JSON:
-        return __sdk__('odd', {'x': x})
+@_tool
+def odd(*, x: JSON = ...) -> JSON:
+    return __sdk__('odd', {'x': x})
+
+
+tools = _Namespace('tools', (), {
+    'odd': odd,
+})

@@ -160,7 +160,11 @@ _tool = _Tool
 __sdk__ = _invoke
 
 
-class tools(metaclass=_Namespace):
-    @_tool
-    def now() -> NowOutput:
-        return __sdk__('now', {})
+@_tool
+def now() -> NowOutput:
+    return __sdk__('now', {})
+
+
+tools = _Namespace('tools', (), {
+    'now': now,
+})
