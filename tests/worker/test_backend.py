@@ -1,0 +1,190 @@
+"""SubprocessBackend: the run contract against a real zygote and contained children."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator, Sequence
+
+import anyio
+import pytest
+
+from tests.security._support import (
+    SDK,
+    SHORT,
+    descendants,
+    echo_calls,
+    leftover_descendants,
+    run,
+    scratch_dirs,
+    zombies,
+)
+from worker import (
+    DIMENSIONS,
+    CallReply,
+    CallRequest,
+    Containment,
+    Limits,
+    RunRequest,
+    SubprocessBackend,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def backend() -> AsyncIterator[SubprocessBackend]:
+    async with SubprocessBackend() as b:
+        yield b  # type: ignore[misc]
+
+
+async def test_returns_the_value_with_full_enforcement_and_stats(
+    backend: SubprocessBackend,
+) -> None:
+    out = await run(backend, "print('hi')\nreturn {'n': 1}")
+    assert out.ok and out.value == {"n": 1}
+    assert out.output.text == "hi\n"
+    assert set(out.enforcement) == set(DIMENSIONS)
+    assert all(e.level == "full" for e in out.enforcement.values()), out.enforcement_json()
+    assert out.stats.wall_ms > 0 and out.stats.cpu_ms > 0 and out.stats.peak_memory_kib > 0
+
+
+async def test_calls_are_answered_in_batches_and_stdout_streams_in_order(
+    backend: SubprocessBackend,
+) -> None:
+    batches: list[list[int]] = []
+    streamed: list[str] = []
+
+    async def handler(calls: Sequence[CallRequest]) -> list[CallReply]:
+        batches.append([c.id for c in calls])
+        return await echo_calls(calls)
+
+    code = "print('a')\nx = tools.echo.map([{'i': 1}, {'i': 2}])\nprint('b')\nreturn x"
+    request = RunRequest(code=code, sdk_module=SDK, limits=SHORT)
+    out = await backend.run(request, on_calls=handler, on_stdout=streamed.append)
+    assert out.value == [{"i": 1}, {"i": 2}]
+    assert batches == [[1, 2]]
+    assert "".join(streamed) == "a\nb\n"
+    assert out.stats.calls == 2
+
+
+async def test_a_failed_call_raises_in_the_program(backend: SubprocessBackend) -> None:
+    code = "try:\n    tools.fail()\nexcept ToolCallError as e:\n    return e.code"
+    assert (await run(backend, code)).value == "TOOL_FAILED"
+
+
+async def test_worker_logs_are_re_emitted_under_ptc_worker(
+    backend: SubprocessBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="ptc.worker")
+    await run(backend, "import logging\nlogging.getLogger('prog').warning('careful %d', 3)")
+    assert [(r.name, r.getMessage()) for r in caplog.records] == [("ptc.worker.prog", "careful 3")]
+
+
+async def test_abort_kills_the_run_and_keeps_output(backend: SubprocessBackend) -> None:
+    abort = anyio.Event()
+    code = "import time\nprint('started', flush=True)\ntime.sleep(30)"
+
+    def on_stdout(text: str) -> None:
+        abort.set()
+
+    request = RunRequest(code=code, sdk_module=SDK, limits=SHORT)
+    out = await backend.run(request, on_calls=echo_calls, on_stdout=on_stdout, abort=abort)
+    assert out.kind == "abort"
+    assert out.output.text == "started\n"
+
+
+async def test_cancellation_kills_the_child_and_re_raises(backend: SubprocessBackend) -> None:
+    request = RunRequest(code="import time\ntime.sleep(30)", sdk_module=SDK, limits=SHORT)
+    with anyio.move_on_after(0.3) as scope:
+        await backend.run(request, on_calls=echo_calls)
+    assert scope.cancelled_caught
+    # only the pooled keepers and children remain: the cancelled run's tree is gone
+    for _ in range(100):
+        if len(descendants(backend.zygote_pid or 0)) == 2 * len(backend._pool):
+            break
+        await anyio.sleep(0.01)
+    assert len(descendants(backend.zygote_pid or 0)) == 2 * len(backend._pool)
+    assert (await run(backend, "return 'next'")).value == "next"
+
+
+async def test_a_handler_exception_propagates_and_kills_the_run(
+    backend: SubprocessBackend,
+) -> None:
+    async def broken(calls: Sequence[CallRequest]) -> list[CallReply]:
+        raise RuntimeError("host bug")
+
+    request = RunRequest(code="tools.echo()", sdk_module=SDK, limits=SHORT)
+    with pytest.raises(RuntimeError, match="host bug"):
+        await backend.run(request, on_calls=broken)
+
+
+async def test_required_dimension_missing_fails_closed() -> None:
+    async with SubprocessBackend(Containment(cgroups=False, pool_size=0)) as b:
+        out = await run(b, "return 1")
+    assert out.kind == "sandbox-unavailable"
+    assert "memory is partial" in out.detail
+    assert "Containment(require=...) without 'memory'" in out.detail
+    assert out.enforcement["memory"].level == "partial"
+
+
+async def test_a_dead_zygote_is_restarted(backend: SubprocessBackend) -> None:
+    first = backend.zygote_pid
+    assert first is not None
+    os.kill(first, 9)
+    await anyio.sleep(0.05)
+    out = await run(backend, "return 'again'")
+    assert out.value == "again"
+    assert backend.zygote_pid != first
+
+
+async def test_aclose_stops_the_zygote_and_the_pool() -> None:
+    b = SubprocessBackend()
+    await b.start()
+    zygote = b.zygote_pid
+    assert zygote is not None and len(b._pool) == 2
+    await b.aclose()
+    assert not _alive(zygote)
+
+
+async def test_probe_predicts_full_enforcement_here(backend: SubprocessBackend) -> None:
+    assert {d: e.level for d, e in backend.probe().items()} == dict.fromkeys(DIMENSIONS, "full")
+
+
+async def test_twenty_concurrent_runs(backend: SubprocessBackend) -> None:
+    results: dict[int, object] = {}
+
+    async def one(i: int) -> None:
+        out = await run(backend, f"return tools.echo(i={i})")
+        results[i] = out.value
+
+    async with anyio.create_task_group() as tg:
+        for i in range(20):
+            tg.start_soon(one, i)
+    assert results == {i: {"i": i} for i in range(20)}
+
+
+@pytest.mark.slow
+async def test_no_zombie_and_no_scratch_dir_after_200_runs() -> None:
+    before_scratch = scratch_dirs()
+    before_zombies = set(zombies())
+    async with SubprocessBackend() as b:
+        for i in range(200):
+            code = "while True: pass" if i % 50 == 49 else f"return {i}"
+            out = await run(b, code, Limits(wall_seconds=0.5) if i % 50 == 49 else SHORT)
+            assert out.ok or out.kind == "timeout"
+        pool_scratch = {os.path.basename(c.scratch) for c in b._pool}
+        assert scratch_dirs() - before_scratch == pool_scratch
+        zygote = b.zygote_pid or 0
+        assert len(leftover_descendants(zygote, timeout_s=0.5)) == 2 * len(b._pool)
+    assert scratch_dirs() == before_scratch
+    assert set(zombies()) - before_zombies == set()
+    assert not _alive(zygote)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
