@@ -164,17 +164,22 @@ class ZygoteClient:
         import worker
 
         root = os.path.dirname(os.path.dirname(os.path.abspath(worker.__file__)))
-        self._proc = subprocess.Popen(
-            [os.path.abspath(sys.executable), "-I", "-c", _BOOT, root, str(theirs.fileno())],
-            env={},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            pass_fds=(theirs.fileno(),),
-            start_new_session=True,
-            close_fds=True,
-        )
-        theirs.close()
+        try:
+            self._proc = subprocess.Popen(
+                [os.path.abspath(sys.executable), "-I", "-c", _BOOT, root, str(theirs.fileno())],
+                env={},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            ours.close()
+            raise WorkerError(f"could not start the zygote ({sys.executable}): {exc}") from exc
+        finally:
+            theirs.close()
         ours.setblocking(False)
         self._control = ours
 

@@ -1,0 +1,205 @@
+"""Containment steps and the enforcement report: each mechanism off, and as an unprivileged user."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.security._support import run
+from worker import (
+    Containment,
+    Limits,
+    SubprocessBackend,
+    _containment,
+    _enforcement,
+    _landlock,
+    _seccomp,
+)
+from worker._cgroups import RunCgroups
+
+
+def _levels(enforcement: Any) -> dict[str, str]:
+    return {d: e.level for d, e in enforcement.items()}
+
+
+ALL_FULL = dict.fromkeys(("filesystem", "network", "processes", "memory", "cpu"), "full")
+
+
+@pytest.mark.parametrize(
+    ("switch", "expected", "probe"),
+    [
+        ("namespaces", {}, "import os\nreturn os.getpid() != 1"),
+        ("cgroups", {"memory": "partial"}, "return 1"),
+        ("rlimits", {"cpu": "none"}, "import resource\nreturn resource.getrlimit(0)[0] == -1"),
+        ("landlock", {"filesystem": "none"}, "return len(open('/etc/passwd').read()) > 0"),
+        ("seccomp", {"processes": "partial"}, "import socket\nsocket.socketpair()\nreturn 1"),
+    ],
+)
+@pytest.mark.anyio
+async def test_each_mechanism_can_be_switched_off(
+    switch: str, expected: dict[str, str], probe: str
+) -> None:
+    containment = dataclasses.replace(
+        Containment(require=frozenset(), pool_size=0), **{switch: False}
+    )
+    async with SubprocessBackend(containment) as b:
+        out = await run(b, probe)
+    assert out.ok and out.value not in (False, None), out.detail
+    assert _levels(out.enforcement) == {**ALL_FULL, **expected}
+    mechanisms = " ".join(e.mechanism for e in out.enforcement.values())
+    marker = {
+        "namespaces": "namespace",
+        "cgroups": "cgroup",
+        "rlimits": "RLIMIT",
+        "landlock": "Landlock",
+        "seccomp": "seccomp",
+    }[switch]
+    if switch in ("namespaces", "rlimits"):
+        assert marker not in mechanisms
+    if switch == "landlock":
+        assert "Landlock" not in mechanisms
+
+
+@pytest.mark.anyio
+async def test_everything_off_still_runs_when_nothing_is_required() -> None:
+    containment = Containment(
+        require=frozenset(),
+        namespaces=False,
+        cgroups=False,
+        rlimits=False,
+        landlock=False,
+        seccomp=False,
+        drop_privileges=False,
+        pool_size=0,
+    )
+    async with SubprocessBackend(containment) as b:
+        out = await run(b, "return 'bare'")
+        assert out.value == "bare"
+        assert _levels(out.enforcement) == dict.fromkeys(ALL_FULL, "none")
+    strict = dataclasses.replace(containment, require=frozenset({"network"}))
+    async with SubprocessBackend(strict) as b:
+        out = await run(b, "return 1")
+    assert out.kind == "sandbox-unavailable" and "'network'" in out.detail
+
+
+@pytest.mark.anyio
+async def test_per_run_rlimits_reach_a_pooled_child() -> None:
+    code = (
+        "import resource as r\n"
+        "return [list(r.getrlimit(x)) for x in "
+        "(r.RLIMIT_CPU, r.RLIMIT_AS, r.RLIMIT_NOFILE, r.RLIMIT_CORE, r.RLIMIT_FSIZE)]"
+    )
+    async with SubprocessBackend() as b:
+        out = await run(b, code, Limits(wall_seconds=3, cpu_seconds=2.5, memory_mib=300))
+    cpu, as_, nofile, core, fsize = out.value
+    assert cpu[0] == cpu[1] == 3
+    assert as_ == [(300 + 1024) << 20] * 2
+    assert nofile == [64, 64] and core == [0, 0] and fsize == [64 << 20] * 2
+
+
+def test_readable_by_nobody_checks_every_ancestor() -> None:
+    folder = tempfile.mkdtemp()
+    os.chmod(folder, 0o700)
+    try:
+        assert not _containment.readable_by_nobody([os.path.join(folder, "x")])
+        os.chmod(folder, 0o755)
+        assert _containment.readable_by_nobody([folder])
+    finally:
+        os.rmdir(folder)
+
+
+def test_report_definitions_follow_the_design() -> None:
+    full = _enforcement.Facts(
+        namespaces=("user", "net", "ipc", "mount", "pid"),
+        cgroups=("memory", "pids", "unified"),
+        rlimits=True,
+        landlock_abi=7,
+        seccomp=True,
+    )
+    assert set(r["level"] for r in _enforcement.report(full).values()) == {"full"}
+    landlock_old = dataclasses.replace(full, namespaces=(), landlock_abi=3)
+    assert _enforcement.report(landlock_old)["network"]["level"] == "partial"
+    rlimit_only = dataclasses.replace(full, cgroups=())
+    assert _enforcement.report(rlimit_only)["memory"] == {
+        "level": "partial",
+        "mechanism": "RLIMIT_AS",
+        "gap": "virtual memory only, no cgroup limit",
+    }
+
+
+def _as_nobody() -> dict[str, Any]:
+    """Runs in a forked process that dropped to uid 65534: what containment is possible."""
+    os.setgroups([])
+    os.setresgid(65534, 65534, 65534)
+    os.setresuid(65534, 65534, 65534)
+    facts: dict[str, Any] = {"uid": os.getuid()}
+    cg = RunCgroups.create(f"ptc-nobody-{os.getpid()}")
+    facts["cgroups"] = [n for n in ("memory", "pids", "unified") if getattr(cg, n)]
+    cg.remove()
+    facts["landlock_abi"] = _landlock.abi_version()
+    facts["seccomp"] = _seccomp.available()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _containment.unshare(
+                _containment.CLONE_NEWUSER | _containment.CLONE_NEWNET | _containment.CLONE_NEWPID
+            )
+            os._exit(0)
+        except OSError:
+            os._exit(1)
+    facts["userns"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+    async def attempt() -> dict[str, Any]:
+        containment = Containment(require=frozenset({"network", "processes"}), pool_size=0)
+        b = SubprocessBackend(containment)
+        try:  # no warm-up: run() itself must turn a failed start into an outcome
+            out = await run(b, "return 'as nobody'")
+        finally:
+            await b.aclose()
+        return {
+            "ok": out.ok,
+            "kind": out.kind,
+            "detail": out.detail,
+            "levels": _levels(out.enforcement),
+        }
+
+    facts["run"] = anyio.run(attempt)
+    return facts
+
+
+def test_as_an_unprivileged_user_runs_degrade_or_fail_closed() -> None:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            result = _as_nobody()
+        except BaseException as exc:  # report, never hang the parent
+            result = {"error": repr(exc)}
+        os.write(write, json.dumps(result).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as fh:
+        facts = json.loads(fh.read())
+    os.waitpid(pid, 0)
+    assert "error" not in facts, facts
+    assert facts["uid"] == 65534
+    assert facts["cgroups"] == []  # no cgroup writes without root
+    assert facts["userns"] and facts["landlock_abi"] > 0 and facts["seccomp"]
+    run_facts = facts["run"]
+    if _containment.readable_by_nobody([sys.base_prefix, sys.prefix]):
+        assert run_facts["ok"], run_facts
+        assert run_facts["levels"]["memory"] == "partial"
+        assert run_facts["levels"]["processes"] == "full"  # seccomp + pid namespace
+    else:
+        # this host keeps the interpreter under a 0700 home: no zygote can start as nobody,
+        # and the run fails closed with a reason instead of hanging
+        assert run_facts["kind"] == "worker-exit"
+        assert "could not start the zygote" in run_facts["detail"]
