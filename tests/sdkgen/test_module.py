@@ -224,3 +224,34 @@ def test_every_representative_module_executes_and_round_trips_keys(case: str) ->
         sent_name, sent_args = transport.batches[-1][0]
         assert sent_name == binding.name
         assert sent_args == {p.key: f"v-{p.ident}" for p in binding.params if p.required}
+
+
+def test_a_restricted_profile_program_can_use_the_whole_sdk(sdk: sdkgen.Sdk) -> None:
+    """Every name a program needs is public, so RestrictedPython compiles and runs it."""
+    from RestrictedPython import compile_restricted_exec, safe_builtins
+    from RestrictedPython.Eval import default_guarded_getitem
+    from RestrictedPython.Guards import guarded_iter_unpack_sequence
+
+    program = (
+        "one = tools.web_search(query='a')\n"
+        "many = tools.web_search.map([{'query': 'b'}, {'query': 'c', 'limit': 2}])\n"
+        "both = parallel(lambda: tools.ping(), lambda: tools.web_search(query='d'))\n"
+        "try:\n"
+        "    tools.web_search(query='bad')\n"
+        "except ToolCallError as e:\n"
+        "    caught = (e.tool, e.code, e.message)\n"
+    )
+    compiled = compile_restricted_exec(program)
+    assert compiled.errors == ()
+    ns = load_module(sdk, _failing_on("bad"))
+    glb: dict[str, Any] = {
+        "__builtins__": safe_builtins,
+        "_getattr_": getattr,
+        "_getitem_": default_guarded_getitem,
+        "_getiter_": iter,
+        "_iter_unpack_sequence_": guarded_iter_unpack_sequence,
+        **{name: ns[name] for name in ("tools", "parallel", "ToolCallError")},
+    }
+    exec(compiled.code, glb)
+    assert glb["one"] == "a" and glb["many"] == ["b", "c"] and glb["both"] == [None, "d"]
+    assert glb["caught"] == ("web-search", "TOOL_ERROR", "boom bad")
