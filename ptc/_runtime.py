@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -28,7 +28,9 @@ PROFILES = ("python", "restricted")
 class CodeModeHooks(Protocol):
     """What the runtime needs from code mode (``ptc._codemode.CodeMode``)."""
 
-    def run_code_tool(self, scope: Scope) -> ToolDefinition: ...
+    def run_code_tool(self, scope: Scope, tools: Mapping[str, ToolDefinition]) -> ToolDefinition:
+        """The scope's ``run_code``; ``tools`` are its visible native tools (the SDK's)."""
+
     def sdk(self, scope: Scope) -> str: ...
     def on_change(self, scope: Scope) -> None: ...
     async def aclose(self) -> None: ...

@@ -229,7 +229,9 @@ class Scope:
         }
         visible.update(self._tools)
         if self.code_options()[0] != "native":
-            visible[RESERVED_NAME] = self.runtime._code_mode.run_code_tool(self)
+            # Code mode sees the native tools only: run_code's SDK is built from them.
+            native = MappingProxyType(dict(visible))
+            visible[RESERVED_NAME] = self.runtime._code_mode.run_code_tool(self, native)
         restrictable = frozenset(inherited)
         view = ToolView(
             visible=MappingProxyType(visible),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import types
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -24,7 +25,9 @@ class FakeCodeMode:
         self.changes: list[ptc.Scope] = []
         self.closed = False
 
-    def run_code_tool(self, scope: ptc.Scope) -> ptc.ToolDefinition:
+    def run_code_tool(
+        self, scope: ptc.Scope, tools: Mapping[str, ptc.ToolDefinition]
+    ) -> ptc.ToolDefinition:
         async def execute(arguments: Any, context: ptc.ToolContext) -> Any:
             program = json.loads(arguments["code"])
             execution = context.execution

@@ -1,0 +1,189 @@
+"""One ``run_code`` run: the worker, nested dispatch, the dispatch log, the result.
+
+Every SDK call a program makes arrives here as a batch and becomes a full pipeline run
+(``call_id = "<outer>:ptc:<n>"``, the outer ``root_call_id``, the same scope, ``parent`` =
+run_code's token, a signal fused from the outer call and the run's lifetime), scheduled by
+one :class:`~ptc._scheduler.Scheduler` per run so section-4 rules hold across batches.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from worker import CallReply, CallRequest, Limits, RunOutcome, RunRequest, WorkerBackend
+
+from ._body import BodyFailure, BodyResult
+from ._decisions import DispatchLogEntry
+from ._events import DISPATCH_LOG, ListenerError, logger, run_waterfall
+from ._json import JSON, thaw
+from ._results import ToolResult, freeze_content
+from ._scheduler import Scheduler, ToolCall
+from ._signals import CancelSignal, fuse
+from ._tools import ToolExecution
+
+
+def failure_message(kind: str, detail: str, output: str) -> str:
+    """``code run failed (<kind>): <detail>`` followed by the captured output."""
+    return f"code run failed ({kind}): {detail}\nCaptured output:\n{output}"
+
+
+def _is_content(value: object) -> bool:
+    try:
+        freeze_content(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+class ProgramRun:
+    """The state of one run (see the module docstring)."""
+
+    def __init__(self, execution: ToolExecution, signal: CancelSignal, limits: Limits) -> None:
+        self.execution = execution
+        self.scope = execution.scope
+        self.caller = signal
+        self.lifetime = CancelSignal()
+        self.signal, self._detach = fuse(signal, self.lifetime)
+        self.scheduler = Scheduler(limits.max_parallel_calls)
+        self.dispatch_log: list[dict[str, JSON]] = []
+        self._count = 0
+        self._abort = anyio.Event()
+        self._abort_reason = ""
+        self._group: TaskGroup | None = None
+
+    def abort(self, reason: str) -> None:
+        """Kill the worker; the run ends as ``abort`` (the runtime is closing)."""
+        self._abort_reason = reason
+        self._abort.set()
+
+    async def execute(self, backend: WorkerBackend, request: RunRequest) -> BodyResult:
+        remove = self.caller._on_cancel(self._abort.set)
+        try:
+            async with anyio.create_task_group() as group:
+                self._group = group
+                try:
+                    outcome = await backend.run(request, on_calls=self.handle, abort=self._abort)
+                finally:
+                    # Unstarted calls are abandoned, started ones drain as the group exits.
+                    self.lifetime.cancel("run_code settled")
+        finally:
+            remove()
+            self._detach()
+        return self._result(outcome)
+
+    async def handle(self, calls: Sequence[CallRequest]) -> Sequence[CallReply]:
+        """The worker's call handler: dispatch in the run's own task group, so a batch in
+        flight when the worker dies still drains before ``run_code`` returns."""
+        batch = []
+        for call in calls:
+            self._count += 1
+            call_id = f"{self.execution.call_id}:ptc:{self._count}"
+            batch.append(ToolCall(call.tool, call.arguments, call_id=call_id))
+        replies: list[CallReply] = []
+        done = anyio.Event()
+        assert self._group is not None
+        self._group.start_soon(self._dispatch, batch, replies, done)
+        await done.wait()
+        return replies
+
+    async def _dispatch(
+        self, batch: list[ToolCall], replies: list[CallReply], done: anyio.Event
+    ) -> None:
+        try:
+            started = time.perf_counter()
+            results = await self.scheduler.run(
+                self.scope,
+                batch,
+                signal=self.signal,
+                parent=self.execution.token,
+                root_call_id=self.execution.root_call_id,
+            )
+            duration_ms = (time.perf_counter() - started) * 1000
+            for call, result in zip(batch, results, strict=True):
+                if not _abandoned(result, self.lifetime):
+                    await self._log(call, result, duration_ms)
+                replies.append(_reply(result))
+        finally:
+            done.set()
+
+    async def _log(self, call: ToolCall, result: ToolResult, duration_ms: float) -> None:
+        entry = DispatchLogEntry(
+            execution=self.execution,
+            sub_call_id=call.call_id or "",
+            name=call.name,
+            arguments=_copy(call.arguments),
+            is_error=result.is_error,
+            content=result.content,
+        )
+        content: Any = result.content
+        listeners = self.scope.runtime._listeners.for_scope(DISPATCH_LOG, self.scope._chain)
+        if listeners:
+
+            async def original() -> Any:
+                return result.content
+
+            try:
+                content = freeze_content(
+                    await run_waterfall(listeners, entry, original, _is_content)
+                )
+            except ListenerError:
+                logger.warning("dispatch-log listener failed; logging the original", exc_info=True)
+                content = result.content
+        self.dispatch_log.append(
+            {
+                "sub_call_id": entry.sub_call_id,
+                "name": call.name,
+                "arguments": entry.arguments,
+                "is_error": result.is_error,
+                "error_code": result.error.code if result.error is not None else None,
+                "content": thaw(content),
+                "duration_ms": round(duration_ms, 3),
+            }
+        )
+
+    def _result(self, outcome: RunOutcome) -> BodyResult:
+        output = outcome.output
+        meta: dict[str, JSON] = {
+            "dispatch_log": self.dispatch_log,
+            "enforcement": outcome.enforcement_json(),
+            "stats": outcome.stats.as_json(),
+            "output": {"total_bytes": output.total_bytes, "truncated": output.truncated},
+        }
+        if outcome.ok:
+            return BodyResult(value={"result": outcome.value, "stdout": output.text}, meta=meta)
+        if self.caller.cancelled:
+            message = f"tool call aborted\nCaptured output:\n{output.text}"
+            raise BodyFailure("ABORTED", message, meta)
+        kind = outcome.kind or "worker-exit"
+        detail = outcome.detail
+        if kind == "abort" and self._abort_reason:
+            detail = self._abort_reason
+        meta["failure"] = {"kind": kind, "detail": detail}
+        raise BodyFailure("CODE_RUN_FAILED", failure_message(kind, detail, output.text), meta)
+
+
+def _abandoned(result: ToolResult, lifetime: CancelSignal) -> bool:
+    error = result.error
+    return lifetime.cancelled and error is not None and error.code == "ABORTED_BEFORE_DISPATCH"
+
+
+def _reply(result: ToolResult) -> CallReply:
+    if result.error is not None:
+        return CallReply.failure(result.error.code, result.error.message)
+    return CallReply.success(thaw(result.value))
+
+
+def _copy(arguments: Any) -> JSON:
+    # The logged copy is independent of the dispatched (frozen) arguments.
+    try:
+        return thaw(arguments)
+    except Exception:
+        return None
+
+
+__all__ = ["ProgramRun", "failure_message"]
