@@ -73,7 +73,12 @@ class FakeCodeMode:
 
 
 @pytest.fixture(autouse=True)
-def fake_code_mode(monkeypatch: pytest.MonkeyPatch) -> type[FakeCodeMode]:
+def fake_code_mode(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> type[FakeCodeMode] | None:
+    # Code-mode tests (marked real_code_mode) exercise the real ptc._codemode.
+    if request.node.get_closest_marker("real_code_mode") is not None:
+        return None
     module = types.ModuleType("ptc._codemode")
     module.CodeMode = FakeCodeMode  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "ptc._codemode", module)
