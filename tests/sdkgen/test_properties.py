@@ -12,10 +12,13 @@ import sdkgen
 
 from .fake_transport import FakeTransport, load_module
 
-names = st.text(max_size=12)
+# Any code point, lone surrogates and NUL included.
+names = st.text(st.characters(exclude_categories=()), max_size=12)
 tool_sets = st.dictionaries(
     names,
-    st.tuples(st.sets(names, max_size=5), st.text(max_size=40)),
+    st.tuples(
+        st.sets(names, max_size=5), st.text(st.characters(exclude_categories=()), max_size=40)
+    ),
     min_size=1,
     max_size=4,
 )
