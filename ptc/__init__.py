@@ -17,6 +17,7 @@ from ._decisions import Deny as Deny
 from ._decisions import DispatchLogEntry as DispatchLogEntry
 from ._decisions import PostExecute as PostExecute
 from ._decorator import tool as tool
+from ._eventlog import EventLog as EventLog
 from ._events import Disposer as Disposer
 from ._json import FrozenDict as FrozenDict
 from ._json import FrozenList as FrozenList
@@ -48,6 +49,7 @@ __all__ = (
     "Deny",
     "DispatchLogEntry",
     "Disposer",
+    "EventLog",
     "ExecutionToken",
     "FrozenDict",
     "FrozenList",

@@ -16,6 +16,7 @@ EXPECTED = [
     "Deny",
     "DispatchLogEntry",
     "Disposer",
+    "EventLog",
     "ERROR_CODES",
     "ExecutionToken",
     "FrozenDict",
