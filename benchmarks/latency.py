@@ -201,17 +201,22 @@ def _plain(value: Any) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from ._latency_report import render
-
     args = _parser().parse_args(argv)
     bench = Bench(0.1 if args.quick else args.scale)
     _stats.progress("latency suite: baselines (subprocess, smolagents, in-process exec)")
     _baselines(bench)
     _stats.progress("latency suite: ptc runtime")
     anyio.run(_run_suite, bench, args.relaxed_containment)
-    markdown, payload = render(bench.samples, bench.facts)
-    payload["machine"] = _stats.machine_facts()
-    json_path, md_path = _stats.write_results(RESULT_NAME, payload, markdown, args.out)
+    return _write(bench.samples, bench.facts, args.out)
+
+
+def _write(samples: dict[str, list[float]], facts: dict[str, Any], out: Path,
+           machine: dict[str, Any] | None = None) -> int:
+    from ._latency_report import render
+
+    markdown, payload = render(samples, facts)
+    payload["machine"] = machine or _stats.machine_facts()
+    json_path, md_path = _stats.write_results(RESULT_NAME, payload, markdown, out)
     print(markdown)
     print(f"results: {json_path} and {md_path}")
     return 0
