@@ -1,0 +1,200 @@
+"""Pre-flight (DESIGN section 5): only what is certainly wrong fails before a worker starts:
+syntax (``syntax``), unknown ``tools.X`` names or keywords (``preflight``, listing the valid
+names), and restricted-profile compile rejections (``policy``)."""
+
+from __future__ import annotations
+
+import pytest
+
+import sdkgen
+from ptc._preflight import PreflightError, check_program
+
+pytestmark = [pytest.mark.real_code_mode]
+
+SPECS = [
+    sdkgen.ToolSpec(
+        name="search_docs",
+        description="Search.",
+        input_schema={
+            "type": "object",
+            "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
+            "required": ["query"],
+        },
+        output_schema={"type": "array"},
+    ),
+    sdkgen.ToolSpec(
+        name="read-doc",
+        description="Read one doc.",
+        input_schema={
+            "type": "object",
+            "properties": {"doc_id": {"type": "string"}, "from": {"type": "integer"}},
+            "required": ["doc_id"],
+        },
+        output_schema={"type": "object"},
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def sdk() -> sdkgen.Sdk:
+    return sdkgen.generate(SPECS)
+
+
+def check(code: str, sdk: sdkgen.Sdk, profile: str = "python") -> PreflightError | None:
+    return check_program(code, sdk, profile)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "return 1",
+        "x = tools.search_docs(query='a')\nreturn x",
+        "return tools.search_docs(query='a', limit=2)",
+        "return tools.read_doc(doc_id='d', from_=3)",
+        "return tools.search_docs.map([{'query': 'a'}, {'nope': 1}])",  # keys: run time
+        "kw = {'query': 'a'}\nreturn tools.search_docs(**kw)",  # keys unknown until run time
+        "def helper():\n    return tools.search_docs(query='q')\nreturn helper()",
+        "return parallel(lambda: tools.search_docs(query='a'), lambda: tools.read_doc(doc_id='x'))",
+        "",
+        "# only a comment",
+    ],
+)
+def test_valid_programs_pass(sdk: sdkgen.Sdk, code: str) -> None:
+    assert check(code, sdk) is None
+
+
+@pytest.mark.parametrize(
+    ("code", "line", "column"),
+    [
+        ("x = (", 1, 5),
+        ("x = 1\ny = 2 +\n", 2, 8),
+        ("if True:\nreturn 1", 2, 1),
+        ("x = 1\n\n\ndef f(:\n    pass", 4, 7),
+    ],
+)
+def test_a_syntax_error_names_line_and_column(
+    sdk: sdkgen.Sdk, code: str, line: int, column: int
+) -> None:
+    problem = check(code, sdk)
+    assert problem is not None and problem.kind == "syntax"
+    assert f"(line {line}, column {column})" in problem.detail
+
+
+def test_a_syntax_error_shows_the_offending_line_with_a_caret(sdk: sdkgen.Sdk) -> None:
+    problem = check("total = 1\nprint(total", sdk)
+    assert problem is not None and problem.kind == "syntax"
+    assert "\n    print(total\n" in problem.detail
+    assert problem.detail.endswith("^")
+
+
+def test_a_top_level_return_is_not_a_syntax_error(sdk: sdkgen.Sdk) -> None:
+    assert check("if True:\n    return 1\nreturn 2", sdk) is None
+
+
+def test_an_unknown_tool_lists_the_valid_names(sdk: sdkgen.Sdk) -> None:
+    problem = check("x = 1\nreturn tools.search_doc(query='a')", sdk)
+    assert problem is not None and problem.kind == "preflight"
+    assert problem.detail.startswith("line 2: tools.search_doc does not exist")
+    assert "did you mean 'search_docs'" in problem.detail
+    assert problem.detail.endswith("valid names: tools.read_doc, tools.search_docs")
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "return tools.nope.map([{}])",
+        "f = tools.nope\nreturn 1",
+        "return parallel(lambda: tools.nope())",
+        "def later():\n    return tools.nope()\nreturn 1",  # certainly wrong even if never run
+    ],
+)
+def test_unknown_tool_in_any_position_fails(sdk: sdkgen.Sdk, code: str) -> None:
+    problem = check(code, sdk)
+    assert problem is not None and problem.kind == "preflight"
+    assert "tools.nope does not exist" in problem.detail
+
+
+def test_an_original_name_that_needed_mapping_is_unknown_with_a_hint(sdk: sdkgen.Sdk) -> None:
+    problem = check("return tools.read_dok(doc_id='x')", sdk)
+    assert problem is not None and "did you mean 'read_doc'" in problem.detail
+
+
+def test_an_unknown_keyword_lists_the_valid_parameters(sdk: sdkgen.Sdk) -> None:
+    problem = check("return tools.search_docs(query='a', limt=3)", sdk)
+    assert problem is not None and problem.kind == "preflight"
+    assert "tools.search_docs() has no parameter 'limt'" in problem.detail
+    assert "did you mean 'limit'" in problem.detail
+    assert problem.detail.endswith("valid parameters: query, limit=...")
+
+
+def test_an_original_property_name_that_is_a_keyword_must_use_the_mapped_ident(
+    sdk: sdkgen.Sdk,
+) -> None:
+    problem = check("return tools.read_doc(doc_id='x', **{'from': 1})", sdk)
+    assert problem is None  # ** keys are only known at run time
+    problem = check("return tools.read_doc(doc_id='x', frm=1)", sdk)
+    assert problem is not None and "valid parameters: doc_id, from_=..." in problem.detail
+
+
+def test_positional_arguments_are_refused(sdk: sdkgen.Sdk) -> None:
+    problem = check("return tools.search_docs('a')", sdk)
+    assert problem is not None and problem.kind == "preflight"
+    assert "keyword arguments only" in problem.detail
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "tools = {'x': 1}\nreturn tools.nope",
+        "def f(tools):\n    return tools.nope()\nreturn 1",
+        "for tools in [1]:\n    pass\nreturn tools.nope",
+        "import json as tools\nreturn tools.nope",
+    ],
+)
+def test_a_rebound_tools_name_makes_nothing_certain(sdk: sdkgen.Sdk, code: str) -> None:
+    assert check(code, sdk) is None
+
+
+def test_no_visible_tools_says_so(sdk: sdkgen.Sdk) -> None:
+    problem = check("return tools.anything()", sdkgen.generate([]))
+    assert problem is not None
+    assert "(none: no tools are visible)" in problem.detail
+
+
+@pytest.mark.parametrize(
+    ("code", "fragment"),
+    [
+        ("_secret = 1\nreturn _secret", "_secret"),
+        ("return [].__class__", "__class__"),
+        ("x = 1\ny = 2\nreturn ().__class__.__bases__", "Line 3"),
+        ("exec('1')", "Exec calls"),
+    ],
+)
+def test_the_restricted_profile_rejects_at_compile_time_as_policy(
+    sdk: sdkgen.Sdk, code: str, fragment: str
+) -> None:
+    problem = check(code, sdk, "restricted")
+    assert problem is not None and problem.kind == "policy"
+    assert problem.detail.startswith("the restricted profile refuses this program: ")
+    assert fragment in problem.detail
+    if "__" not in code and "exec" not in code:
+        assert check(code, sdk, "python") is None
+
+
+def test_restricted_errors_report_program_line_numbers(sdk: sdkgen.Sdk) -> None:
+    problem = check("a = 1\nb = 2\n_c = 3", sdk, "restricted")
+    assert problem is not None and "Line 3:" in problem.detail
+
+
+def test_syntax_comes_before_preflight_and_preflight_before_policy(sdk: sdkgen.Sdk) -> None:
+    assert check("tools.nope(\n_x = 1", sdk, "restricted").kind == "syntax"  # type: ignore[union-attr]
+    assert check("_x = tools.nope()", sdk, "restricted").kind == "preflight"  # type: ignore[union-attr]
+    assert check("_x = tools.search_docs(query='a')", sdk, "restricted").kind == "policy"  # type: ignore[union-attr]
+
+
+def test_a_restricted_program_that_uses_the_sdk_passes(sdk: sdkgen.Sdk) -> None:
+    code = (
+        "hits = tools.search_docs(query='a')\n"
+        "counts = {}\nfor h in hits:\n    counts[h] = counts.get(h, 0) + 1\nreturn counts"
+    )
+    assert check(code, sdk, "restricted") is None
