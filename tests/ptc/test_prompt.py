@@ -1,0 +1,145 @@
+"""The model-facing text of code mode: ``run_code``'s schemas and description, the SDK
+header, and their byte stability (DESIGN sections 5 and 6)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator
+
+import jsonschema
+import pytest
+
+import ptc
+from ptc._prompt import (
+    RUN_CODE,
+    RUN_CODE_INPUT_SCHEMA,
+    RUN_CODE_OUTPUT_SCHEMA,
+    profile_rules,
+    run_code_description,
+    sdk_header,
+)
+from worker.testing import FakeBackend
+
+pytestmark = [pytest.mark.real_code_mode, pytest.mark.anyio]
+
+
+def register_tools(runtime: ptc.ToolRuntime) -> None:
+    @runtime.tool(concurrency_safe=True)
+    def search(query: str, limit: int = 10) -> list[str]:
+        """Search the docs."""
+        return [query] * limit
+
+    @runtime.tool(name="get-weather.v2")
+    def weather(city: str) -> dict[str, float]:
+        """Weather for a city."""
+        return {"celsius": 20.0}
+
+
+@pytest.fixture
+async def rt() -> AsyncIterator[ptc.ToolRuntime]:
+    async with ptc.ToolRuntime(
+        default_mode="code", backend=FakeBackend(), containment=ptc.Containment(require=())
+    ) as runtime:
+        register_tools(runtime)
+        yield runtime
+
+
+def test_the_input_schema_is_code_plus_an_optional_label() -> None:
+    jsonschema.Draft202012Validator.check_schema(RUN_CODE_INPUT_SCHEMA)
+    validator = jsonschema.Draft202012Validator(RUN_CODE_INPUT_SCHEMA)
+    assert validator.is_valid({"code": "return 1"})
+    assert validator.is_valid({"code": "return 1", "description": "returns one"})
+    for bad in ({}, {"code": ""}, {"code": 1}, {"code": "x", "extra": True}, {"description": "x"}):
+        assert not validator.is_valid(bad), bad
+
+
+def test_the_output_schema_is_result_and_stdout() -> None:
+    jsonschema.Draft202012Validator.check_schema(RUN_CODE_OUTPUT_SCHEMA)
+    validator = jsonschema.Draft202012Validator(RUN_CODE_OUTPUT_SCHEMA)
+    for result in (None, 1, "s", [1, {"a": None}], {"k": [True]}):
+        assert validator.is_valid({"result": result, "stdout": ""})
+    assert not validator.is_valid({"result": 1})
+    assert not validator.is_valid({"result": 1, "stdout": "", "logs": []})
+
+
+@pytest.mark.parametrize("profile", ["python", "restricted"])
+def test_the_sdk_header_explains_calls_batches_errors_and_the_profile(profile: str) -> None:
+    header = sdk_header(profile)
+    assert "tools.<name>(arg=...)" in header
+    assert ".map(" in header and "parallel(" in header
+    assert "ToolCallError (.tool, .code, .message)" in header
+    assert header.endswith(profile_rules(profile))
+    assert f"Language profile: {profile}" in header
+
+
+def test_the_restricted_rules_name_what_is_forbidden_and_allowed() -> None:
+    rules = profile_rules("restricted")
+    for fragment in ("starting with `_`", "async/await", "Importable modules: json re math"):
+        assert fragment in rules
+    with pytest.raises(KeyError):
+        profile_rules("javascript")
+
+
+def test_the_description_states_the_limits_and_ends_with_the_sdk() -> None:
+    limits = ptc.Limits(wall_seconds=2.5, cpu_seconds=4, memory_mib=256, max_calls=7)
+    text = run_code_description("class tools: ...\n", "python", limits)
+    assert "2.5 s wall clock" in text and "4 s CPU" in text and "256 MiB memory" in text
+    assert "7 tool calls" in text and f"{limits.output_bytes} bytes of output" in text
+    assert text.endswith("The SDK (Python stubs; bodies elided):\n\nclass tools: ...\n")
+    assert run_code_description("class tools: ...\n", "python", limits) == text
+
+
+def test_the_description_differs_by_profile() -> None:
+    python = run_code_description("S", "python", ptc.Limits())
+    restricted = run_code_description("S", "restricted", ptc.Limits())
+    assert python != restricted
+    assert profile_rules("restricted") in restricted and profile_rules("python") in python
+
+
+async def test_the_model_sees_run_code_with_the_scopes_sdk(rt: ptc.ToolRuntime) -> None:
+    (spec,) = rt.root.model_tools(format="anthropic")
+    assert spec["name"] == RUN_CODE
+    assert spec["input_schema"] == RUN_CODE_INPUT_SCHEMA
+    expected = run_code_description(rt.root.sdk(), "python", rt.limits)
+    assert spec["description"] == expected
+    assert "def search(*, query: str, limit: int = ...)" in str(spec["description"])
+    assert "def get_weather_v2(*, city: str)" in str(spec["description"])
+    (openai,) = rt.root.model_tools(format="openai")
+    assert openai["function"]["parameters"] == RUN_CODE_INPUT_SCHEMA  # type: ignore[index]
+    (mcp,) = rt.root.model_tools(format="mcp")
+    assert mcp["inputSchema"] == RUN_CODE_INPUT_SCHEMA
+
+
+async def test_a_scopes_profile_and_limits_shape_its_description(rt: ptc.ToolRuntime) -> None:
+    scope = rt.scope("strict")
+    scope.present_as("code", profile="restricted", limits=ptc.Limits(wall_seconds=5))
+    (spec,) = scope.model_tools()
+    description = str(spec["description"])
+    assert "5 s wall clock" in description
+    assert profile_rules("restricted") in description
+    assert scope.sdk().startswith("# Typed SDK")
+    assert profile_rules("restricted") in scope.sdk()
+    assert profile_rules("python") in rt.root.sdk()
+
+
+async def test_sdk_and_description_are_byte_stable_across_runtimes() -> None:
+    digests = set()
+    for _ in range(2):
+        async with ptc.ToolRuntime(
+            default_mode="code", backend=FakeBackend(), containment=ptc.Containment(require=())
+        ) as runtime:
+            register_tools(runtime)
+            (spec,) = runtime.root.model_tools()
+            blob = (runtime.root.sdk() + "\0" + str(spec["description"])).encode()
+            digests.add(hashlib.sha256(blob).hexdigest())
+            assert runtime.root.sdk() == runtime.root.sdk()
+    assert len(digests) == 1
+
+
+async def test_the_model_never_sees_callbacks_timeouts_or_output_schemas(
+    rt: ptc.ToolRuntime,
+) -> None:
+    scope = rt.scope("both")
+    scope.present_as("both")
+    for spec in scope.model_tools(format="raw"):
+        assert set(spec) == {"name", "description", "input_schema"}
