@@ -139,6 +139,11 @@ class Scheduler:
                         await self._release_parallel()
                         raise
                     done = anyio.Event()
+                    if len(calls) == 1:
+                        # Nothing to overlap with in this batch: skip a task spawn (hot path
+                        # of sequential calls from code mode).
+                        await self._finish_parallel(call, results, index, done)
+                        continue
                     in_flight.append(done)
                     group.start_soon(self._finish_parallel, call, results, index, done)
                 else:
