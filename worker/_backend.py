@@ -66,6 +66,7 @@ class Child:
     frames: deque[dict[str, Any]] = dataclasses.field(default_factory=deque)
     exit: dict[str, Any] | None = None
     cpu_limit_s: float = 0.0
+    ready: bool = False
     closed: bool = False
 
     async def keeper_message(self) -> dict[str, Any] | None:
@@ -372,6 +373,7 @@ class SubprocessBackend(WorkerBackend):
         self.containment = containment or Containment()
         self._zygote = ZygoteClient()
         self._pool: list[Child] = []
+        self._doomed: list[Child] = []
         self._counter = 0
         self._closed = False
         self._probe: dict[Dimension, Enforcement] | None = None
@@ -405,8 +407,8 @@ class SubprocessBackend(WorkerBackend):
             "drop_privileges": c.drop_privileges,
         }
 
-    async def spawn(self) -> Child:
-        """Fork one contained child and wait for its ``ready``. Raises ``WorkerError``."""
+    async def _request(self) -> Child:
+        """Ask the zygote for one child without waiting for it (see :meth:`_handshake`)."""
         self._counter += 1
         scratch = tempfile.mkdtemp(prefix="ptc-run-")
         name = f"ptc-{os.getpid()}-{self._counter}"
@@ -414,10 +416,8 @@ class SubprocessBackend(WorkerBackend):
         run_host, run_child = socket.socketpair()
         keep_host, keep_child = socket.socketpair()
         try:
-            keeper_pid = await self._zygote.spawn(
-                self._cfg(scratch, cgroups),
-                [run_child.fileno(), keep_child.fileno()],
-                SPAWN_TIMEOUT_S,
+            self._zygote.request(
+                self._cfg(scratch, cgroups), [run_child.fileno(), keep_child.fileno()]
             )
         except BaseException:
             for s in (run_host, keep_host):
@@ -430,8 +430,8 @@ class SubprocessBackend(WorkerBackend):
             keep_child.close()
         run = await UNIXSocketStream.from_socket(run_host)
         keeper = await UNIXSocketStream.from_socket(keep_host)
-        child = Child(
-            keeper_pid=keeper_pid,
+        return Child(
+            keeper_pid=0,
             pid=0,
             pidfd=-1,
             run=run,
@@ -441,17 +441,25 @@ class SubprocessBackend(WorkerBackend):
             scratch=scratch,
             enforcement={},
         )
+
+    async def _handshake(self, child: Child) -> Child:
+        """Wait for the keeper's hello and the child's ``ready``. Raises ``WorkerError``."""
+        if child.ready:
+            return child
         try:
             with anyio.fail_after(SPAWN_TIMEOUT_S):
                 hello = await child.keeper_message()
                 if hello is None or "child" not in hello:
-                    raise WorkerError("the keeper exited before forking the child")
+                    why = (hello or {}).get("error", "the keeper exited before forking")
+                    raise WorkerError(f"zygote could not start a child: {why}")
+                child.keeper_pid = int(hello["keeper"])
                 child.pid = int(hello["child"])
                 child.pidfd = os.pidfd_open(child.pid)
                 frame = await RunLoop.next_frame(child)
             if frame is None or frame["type"] != "ready":
                 raise WorkerError(f"child did not send ready (got {frame and frame['type']})")
             child.enforcement = _enforcement.from_json(frame["enforcement"])
+            child.ready = True
         except (WorkerError, ProtocolError, OSError, TimeoutError) as exc:
             await child.close()
             if isinstance(exc, WorkerError):
@@ -462,29 +470,42 @@ class SubprocessBackend(WorkerBackend):
             raise
         return child
 
+    async def spawn(self) -> Child:
+        """Fork one contained child and wait for its ``ready``. Raises ``WorkerError``."""
+        return await self._handshake(await self._request())
+
     async def start(self) -> None:
+        """Start the zygote and fill the pool with children that have sent ``ready``."""
         if self._closed:
             raise WorkerError("backend is closed")
-        if not self._zygote.alive():
-            for child in self._pool:
-                await child.close()
-            self._pool.clear()
-            self._zygote.start()
-        await self._fill_pool()
+        await self._refill()
+        for child in list(self._pool):
+            try:
+                await self._handshake(child)
+            except WorkerError:
+                self._pool.remove(child)
+                raise
 
-    async def _fill_pool(self) -> None:
+    async def _refill(self) -> None:
+        """Top the pool up with requested children (their handshake completes on take)."""
+        if not self._zygote.alive():
+            pool, self._pool = self._pool, []
+            self._doomed.extend(pool)  # forked by a dead zygote: closed at the next run
         while len(self._pool) < self.containment.pool_size and not self._closed:
-            child = await self.spawn()
-            if self.closed:
-                await child.close()
-                return
-            self._pool.append(child)
+            self._pool.append(await self._request())
 
     async def _take(self) -> Child:
+        for child in self._doomed:
+            await child.close()
+        self._doomed.clear()
         if not self._zygote.alive():
-            await self.start()
+            await self._refill()
         while self._pool:
             child = self._pool.pop(0)
+            try:
+                await self._handshake(child)
+            except WorkerError:
+                continue
             if child.exit is None and not child.closed:
                 return child
             await child.close()
@@ -515,17 +536,13 @@ class SubprocessBackend(WorkerBackend):
         except WorkerError as exc:
             return loop.fail("worker-exit", str(exc), {})
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._refill)
-                outcome = await self._run_child(loop, child)
+            with contextlib.suppress(WorkerError):
+                await self._refill()
+            outcome = await self._run_child(loop, child)
         finally:
             loop.peak_memory_kib = child.cgroups.peak_memory_kib()
             await child.close()
         return loop.finish(outcome, child)
-
-    async def _refill(self) -> None:
-        with contextlib.suppress(WorkerError):
-            await self._fill_pool()
 
     async def _run_child(self, loop: RunLoop, child: Child) -> RunOutcome | None:
         enforcement = dict(child.enforcement)
@@ -580,8 +597,12 @@ class SubprocessBackend(WorkerBackend):
     async def aclose(self) -> None:
         self._closed = True
         with anyio.CancelScope(shield=True):
-            pool, self._pool = self._pool, []
+            pool, self._pool = self._pool + self._doomed, []
+            self._doomed = []
             for child in pool:
+                if not child.ready:
+                    with contextlib.suppress(WorkerError):
+                        await self._handshake(child)
                 await child.close()
             self._zygote.stop()
 

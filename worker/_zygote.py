@@ -6,12 +6,13 @@ freezes the GC (forked children then share those pages), dies with the host
 (PR_SET_PDEATHSIG) and reaps orphans as a subreaper. Control channel: a SOCK_SEQPACKET
 socketpair; each request is one JSON message carrying two fds (the child's end of the run
 socketpair and the keeper's end of its own socketpair), forwarded by fork, so run data never
-passes through the zygote. The reply is ``{"id": n, "keeper": pid}`` or ``{"id": n,
-"error": str}``.
+passes through the zygote. There is no reply: the keeper introduces itself on its socket,
+and a failed fork is written there as ``{"error": str}`` (so requests never block the host).
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import json
@@ -22,8 +23,6 @@ import socket
 import subprocess
 import sys
 from typing import Any
-
-import anyio
 
 from ._errors import WorkerError
 
@@ -83,23 +82,25 @@ def _reap() -> None:
         pass
 
 
-def _spawn(msg: dict[str, Any], fds: list[int], static: dict[str, Any]) -> dict[str, Any]:
+def _spawn(msg: dict[str, Any], fds: list[int], static: dict[str, Any]) -> None:
     from worker import _containment
 
     if len(fds) != 2:
-        return {"id": msg.get("id"), "error": f"expected 2 fds, got {len(fds)}"}
+        return
     cfg = {**msg["cfg"], **static}
     try:
         pid = os.fork()
     except OSError as exc:
-        return {"id": msg.get("id"), "error": f"fork failed: {exc}"}
+        # Reported on the keeper's own socket, where the host waits for the keeper.
+        with contextlib.suppress(OSError):
+            os.write(fds[1], json.dumps({"error": f"fork failed: {exc}"}).encode() + b"\n")
+        return
     if pid == 0:
         for fd in static["close_in_child"]:
             os.close(fd)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         _containment.keeper_main(cfg, fds[0], fds[1])
-    return {"id": msg.get("id"), "keeper": pid}
 
 
 def main(control_fd: int) -> None:
@@ -133,11 +134,12 @@ def main(control_fd: int) -> None:
         if not data:
             break
         try:
-            reply = _spawn(json.loads(data), fds, static)
+            _spawn(json.loads(data), fds, static)
+        except (ValueError, KeyError, TypeError):
+            pass  # a malformed request: closing its fds tells the host
         finally:
             for fd in fds:
                 os.close(fd)
-        control.send(json.dumps(reply).encode())
     _reap()
 
 
@@ -147,8 +149,6 @@ class ZygoteClient:
     def __init__(self) -> None:
         self._proc: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
-        self._lock = anyio.Lock()
-        self._next_id = 0
 
     @property
     def pid(self) -> int | None:
@@ -183,35 +183,20 @@ class ZygoteClient:
         ours.setblocking(False)
         self._control = ours
 
-    async def spawn(self, cfg: dict[str, Any], fds: list[int], timeout_s: float) -> int:
-        """Ask for one keeper; returns its pid. Raises ``WorkerError`` when that fails."""
-        async with self._lock:
-            if not self.alive():
-                self.start()
-            control = self._control
-            assert control is not None
-            self._next_id += 1
-            msg = json.dumps({"id": self._next_id, "cfg": cfg}).encode()
-            try:
-                socket.send_fds(control, [msg], fds)
-                with anyio.fail_after(timeout_s):
-                    while True:
-                        await anyio.wait_readable(control)
-                        try:
-                            data = control.recv(MAX_MESSAGE)
-                        except BlockingIOError:
-                            continue
-                        break
-            except (OSError, TimeoutError) as exc:
-                self.stop()
-                raise WorkerError(f"zygote did not answer: {exc!r}") from exc
-            if not data:
-                self.stop()
-                raise WorkerError("zygote exited")
-            reply = json.loads(data)
-            if "error" in reply:
-                raise WorkerError(f"zygote could not fork: {reply['error']}")
-            return int(reply["keeper"])
+    def request(self, cfg: dict[str, Any], fds: list[int]) -> None:
+        """Ask for one keeper (fire and forget: the keeper introduces itself on its own
+        socket, and a failed fork is reported there). Raises ``WorkerError`` when the
+        zygote cannot be reached (it is restarted on the next request)."""
+        if not self.alive():
+            self.start()
+        control = self._control
+        assert control is not None
+        msg = json.dumps({"cfg": cfg}).encode()
+        try:
+            socket.send_fds(control, [msg], fds)
+        except OSError as exc:
+            self.stop()
+            raise WorkerError(f"zygote is not reachable: {exc!r}") from exc
 
     def stop(self) -> None:
         """Close the control channel (the zygote exits on EOF), then kill and reap it."""

@@ -66,19 +66,18 @@ def scratch_dirs() -> set[str]:
     return {n for n in os.listdir(tmp) if n.startswith("ptc-run-")}
 
 
-def zombies() -> list[int]:
-    """Pids of zombie processes anywhere on the host."""
+def zombies(under: int) -> list[int]:
+    """Pids of zombie processes in the tree rooted at ``under`` (itself included)."""
+    tree = {under, *descendants(under)}
     found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
+    for pid in tree:
         try:
-            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as fh:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
                 state = fh.read().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
         if state == "Z":
-            found.append(int(name))
+            found.append(pid)
     return found
 
 
