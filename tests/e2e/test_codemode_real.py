@@ -15,6 +15,7 @@ import anyio
 import pytest
 
 import ptc
+from ptc._decisions import ApprovalAnswer
 from worker import DIMENSIONS, FAILURE_KINDS
 
 pytestmark = [pytest.mark.real_code_mode, pytest.mark.anyio]
@@ -22,11 +23,11 @@ pytestmark = [pytest.mark.real_code_mode, pytest.mark.anyio]
 DEADLOCK_GUARD_SECONDS = 20
 
 # The approver answers by the `text` argument of the call it is asked about.
-APPROVALS: dict[str, str] = {"yes please": "allowed-once", "no thanks": "rejected"}
+APPROVALS: dict[str, ApprovalAnswer] = {"yes please": "allowed-once", "no thanks": "rejected"}
 ASKED: list[ptc.ApprovalRequest] = []
 
 
-async def approver(request: ptc.ApprovalRequest) -> str:
+async def approver(request: ptc.ApprovalRequest) -> ApprovalAnswer:
     ASKED.append(request)
     return APPROVALS.get(str(request.execution.arguments.get("text")), "unavailable")
 

@@ -28,7 +28,7 @@ DEADLOCK_GUARD_SECONDS = 10
 def make_runtime(**options: Any) -> ptc.ToolRuntime:
     options.setdefault("default_mode", "code")
     options.setdefault("backend", FakeBackend())
-    options.setdefault("containment", ptc.Containment(require=()))
+    options.setdefault("containment", ptc.Containment(require=frozenset()))
     return ptc.ToolRuntime(**options)
 
 
@@ -91,9 +91,9 @@ async def test_the_three_modes_send_the_right_tool_lists() -> None:
             scope = runtime.scope(mode)
             scope.present_as(mode)  # type: ignore[arg-type]
             for fmt in ("raw", "anthropic", "mcp"):
-                assert [t["name"] for t in scope.model_tools(format=fmt)] == expected  # type: ignore[arg-type]
+                assert [t["name"] for t in scope.model_tools(format=fmt)] == expected
             openai = scope.model_tools(format="openai")
-            assert [t["function"]["name"] for t in openai] == expected  # type: ignore[index]
+            assert [t["function"]["name"] for t in openai] == expected
         assert [t["name"] for t in runtime.root.model_tools()] == ["add", "shout"]
 
 
@@ -103,8 +103,8 @@ async def test_run_code_spec_shows_only_code_and_description_and_embeds_the_sdk(
     add_tools(rt)
     (spec,) = rt.root.model_tools(format="raw")
     assert set(spec) == {"name", "description", "input_schema"}
-    assert spec["input_schema"]["required"] == ["code"]  # type: ignore[index]
-    assert set(spec["input_schema"]["properties"]) == {"code", "description"}  # type: ignore[index]
+    assert spec["input_schema"]["required"] == ["code"]
+    assert set(spec["input_schema"]["properties"]) == {"code", "description"}
     assert rt.root.sdk().split("\n", 1)[1] in str(spec["description"])
 
 

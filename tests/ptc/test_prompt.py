@@ -38,7 +38,7 @@ def register_tools(runtime: ptc.ToolRuntime) -> None:
 @pytest.fixture
 async def rt() -> AsyncIterator[ptc.ToolRuntime]:
     async with ptc.ToolRuntime(
-        default_mode="code", backend=FakeBackend(), containment=ptc.Containment(require=())
+        default_mode="code", backend=FakeBackend(), containment=ptc.Containment(require=frozenset())
     ) as runtime:
         register_tools(runtime)
         yield runtime
@@ -105,7 +105,7 @@ async def test_the_model_sees_run_code_with_the_scopes_sdk(rt: ptc.ToolRuntime) 
     assert "def search(*, query: str, limit: int = ...)" in str(spec["description"])
     assert "def get_weather_v2(*, city: str)" in str(spec["description"])
     (openai,) = rt.root.model_tools(format="openai")
-    assert openai["function"]["parameters"] == RUN_CODE_INPUT_SCHEMA  # type: ignore[index]
+    assert openai["function"]["parameters"] == RUN_CODE_INPUT_SCHEMA
     (mcp,) = rt.root.model_tools(format="mcp")
     assert mcp["inputSchema"] == RUN_CODE_INPUT_SCHEMA
 
@@ -126,7 +126,9 @@ async def test_sdk_and_description_are_byte_stable_across_runtimes() -> None:
     digests = set()
     for _ in range(2):
         async with ptc.ToolRuntime(
-            default_mode="code", backend=FakeBackend(), containment=ptc.Containment(require=())
+            default_mode="code",
+            backend=FakeBackend(),
+            containment=ptc.Containment(require=frozenset()),
         ) as runtime:
             register_tools(runtime)
             (spec,) = runtime.root.model_tools()
