@@ -908,3 +908,67 @@ async def test_run_code_is_always_exclusive_in_call_many(rt: ptc.ToolRuntime) ->
     results = await rt.root.call_many(calls)
     assert [ok(r) for r in results] == ["one", "two"]
     assert rec == ["start:one", "end:one", "start:two", "end:two"]
+
+
+async def test_visibility_is_rechecked_at_dispatch_time(rt: ptc.ToolRuntime) -> None:
+    disposers: list[ptc.Disposer] = []
+
+    @rt.tool
+    def retire() -> str:
+        """Unregisters `doomed` while the program runs."""
+        disposers[0]()
+        return "retired"
+
+    @ptc.tool
+    def doomed() -> str:
+        """Gone by the time the program calls it."""
+        return "still here"
+
+    disposers.append(rt.register(doomed))
+    code = (
+        "out = [tools.retire()]\n"
+        "try:\n    out.append(tools.doomed())\n"
+        "except ToolCallError as e:\n    out.append(e.code)\n"
+        "return out"
+    )
+    assert ok(await rt.root.run_code(code)) == ["retired", "UNKNOWN_TOOL"]
+
+
+async def test_a_pending_ask_resolves_as_ask_cancelled_when_the_run_is_aborted() -> None:
+    asked = anyio.Event()
+    never = anyio.Event()
+
+    async def slow_approver(request: ptc.ApprovalRequest) -> Any:
+        asked.set()
+        await never.wait()
+        return "allowed-once"
+
+    async with make_runtime(approver=slow_approver) as runtime:
+        add_tools(runtime)
+
+        async def ask(ex: ptc.ToolExecution, nxt: Any) -> Any:
+            return ptc.Ask("sure?") if ex.parent is not None else await nxt()
+
+        runtime.on("tools/pre-execute", ask)
+        nested: list[ptc.ToolResult] = []
+        runtime.on("tools/result", nested.append)
+        signal = ptc.CancelSignal()
+        outcome: list[ptc.ToolResult] = []
+
+        async def run() -> None:
+            outcome.append(
+                await runtime.root.run_code(
+                    "return tools.add(a=1, b=1)", signal=signal, call_id="o"
+                )
+            )
+
+        with anyio.fail_after(DEADLOCK_GUARD_SECONDS):
+            async with anyio.create_task_group() as group:
+                group.start_soon(run)
+                await asked.wait()
+                signal.cancel()
+    (result,) = outcome
+    assert error_code(result) == "ABORTED"
+    assert [(r.call_id, error_code(r)) for r in nested if r.call_id != "o"] == [
+        ("o:ptc:1", "ASK_CANCELLED")
+    ]
