@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 
 import anyio
 import pytest
@@ -166,8 +168,14 @@ async def test_twenty_concurrent_runs(backend: SubprocessBackend) -> None:
 
 
 @pytest.mark.slow
-async def test_no_zombie_and_no_scratch_dir_after_200_runs() -> None:
+async def test_no_zombie_and_no_scratch_dir_after_200_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a private temp root, so scratch dirs of other processes on this host do not count
+    os.chmod(tmp_path, 0o755)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     before_scratch = scratch_dirs()
+    assert before_scratch == set()
     async with SubprocessBackend() as b:
         for i in range(200):
             code = "while True: pass" if i % 50 == 49 else f"return {i}"
