@@ -16,6 +16,7 @@ import json
 import threading
 import tokenize
 import typing
+import unicodedata
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -242,8 +243,19 @@ def _params_from(
     fields = _typeddict_fields(input_def, defs) if input_def is not None else None
     if fields is None:
         return _fallback(input_schema, None, []).params
+    # ast.parse NFKC-normalises identifiers ("\ufb00" -> "ff"): map field names back to the
+    # schema's own keys, and give up on the typed form when that is ambiguous.
+    keys = list(_properties(input_schema))
+    originals: dict[str, list[str]] = {}
+    for original in keys:
+        originals.setdefault(unicodedata.normalize("NFKC", original), []).append(original)
     params = []
     for key, annotation in fields:
+        if key not in keys:
+            candidates = originals.get(key, [])
+            if len(candidates) != 1:
+                return _fallback(input_schema, None, []).params
+            key = candidates[0]
         required = True
         if isinstance(annotation, ast.Subscript) and isinstance(annotation.value, ast.Name):
             if annotation.value.id in ("NotRequired", "Required"):
