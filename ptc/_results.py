@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal, TypeAlias
+from typing import Final, Literal, TypeAlias, get_args
 
 from ._json import EMPTY, JSON, FrozenDict, FrozenList, freeze
 
@@ -24,22 +24,7 @@ ErrorCode: TypeAlias = Literal[
     "BLOCKED",
     "CODE_RUN_FAILED",
 ]
-ERROR_CODES: Final[tuple[ErrorCode, ...]] = (
-    "UNKNOWN_TOOL",
-    "INVALID_ARGS",
-    "DENIED",
-    "ASK_REJECTED",
-    "ASK_CANCELLED",
-    "ASK_UNAVAILABLE",
-    "CANCELLED",
-    "ABORTED",
-    "ABORTED_BEFORE_DISPATCH",
-    "TIMEOUT",
-    "TOOL_ERROR",
-    "INVALID_OUTPUT",
-    "BLOCKED",
-    "CODE_RUN_FAILED",
-)
+ERROR_CODES: Final[tuple[ErrorCode, ...]] = get_args(ErrorCode)
 
 ContentBlock: TypeAlias = Mapping[str, JSON]
 """An MCP-shaped content block, e.g. ``{"type": "text", "text": "..."}``."""

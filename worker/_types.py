@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, get_args
 
 JSON: TypeAlias = Any
 """A JSON value: ``None | bool | int | float | str | list[JSON] | dict[str, JSON]``."""
@@ -35,22 +35,7 @@ FailureKind: TypeAlias = Literal[
     "sandbox-unavailable",
     "abort",
 ]
-FAILURE_KINDS: tuple[FailureKind, ...] = (
-    "syntax",
-    "preflight",
-    "policy",
-    "exception",
-    "invalid-result",
-    "timeout",
-    "cpu-limit",
-    "memory-limit",
-    "output-limit",
-    "call-limit",
-    "worker-exit",
-    "protocol",
-    "sandbox-unavailable",
-    "abort",
-)
+FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
 
 MIB = 1024 * 1024
 
