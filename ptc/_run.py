@@ -33,11 +33,8 @@ def failure_message(kind: str, detail: str, output: str) -> str:
 
 
 def _is_content(value: object) -> bool:
-    try:
-        freeze_content(value)
-    except (TypeError, ValueError):
-        return False
-    return True
+    # Shape only; the full check happens once, when the logged content is frozen.
+    return isinstance(value, list | tuple)
 
 
 class ProgramRun:
@@ -116,7 +113,7 @@ class ProgramRun:
             execution=self.execution,
             sub_call_id=call.call_id or "",
             name=call.name,
-            arguments=_copy(call.arguments),
+            arguments=thaw(call.arguments),  # a copy independent of the dispatched one
             is_error=result.is_error,
             content=result.content,
         )
@@ -131,7 +128,7 @@ class ProgramRun:
                 content = freeze_content(
                     await run_waterfall(listeners, entry, original, _is_content)
                 )
-            except ListenerError:
+            except (ListenerError, TypeError, ValueError):
                 logger.warning("dispatch-log listener failed; logging the original", exc_info=True)
                 content = result.content
         self.dispatch_log.append(
@@ -176,14 +173,6 @@ def _reply(result: ToolResult) -> CallReply:
     if result.error is not None:
         return CallReply.failure(result.error.code, result.error.message)
     return CallReply.success(thaw(result.value))
-
-
-def _copy(arguments: Any) -> JSON:
-    # The logged copy is independent of the dispatched (frozen) arguments.
-    try:
-        return thaw(arguments)
-    except Exception:
-        return None
 
 
 __all__ = ["ProgramRun", "failure_message"]
