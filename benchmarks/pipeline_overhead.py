@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 import time
-import types
 from pathlib import Path
 from typing import Any
 
@@ -24,37 +22,12 @@ CALLS = 10_000
 RESULTS = Path(__file__).parent / "results" / "pipeline_overhead.json"
 
 
-class _NoCodeMode:
-    """Stand-in when ``ptc._codemode`` is absent: the native path never touches it."""
-
-    def __init__(self, runtime: Any) -> None: ...
-    def run_code_tool(self, scope: Any) -> Any:
-        raise RuntimeError("code mode is not part of this benchmark")
-
-    def sdk(self, scope: Any) -> str:
-        return ""
-
-    def on_change(self, scope: Any) -> None: ...
-    async def aclose(self) -> None: ...
-
-
-def _ensure_code_mode() -> None:
-    try:
-        import ptc._codemode  # noqa: F401
-    except ImportError:
-        module = types.ModuleType("ptc._codemode")
-        module.CodeMode = _NoCodeMode  # type: ignore[attr-defined]
-        sys.modules["ptc._codemode"] = module
-
-
 def _percentile(samples: list[float], fraction: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 async def main() -> dict[str, Any]:
-    _ensure_code_mode()
-
     async def trivial(arguments: Any, context: Any) -> int:
         return 1
 

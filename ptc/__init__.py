@@ -4,33 +4,62 @@ Scopes decide which tools a model sees, every call goes through one policy pipel
 code mode lets a model call tools from a contained Python program.
 """
 
+from worker import FAILURE_KINDS as FAILURE_KINDS
 from worker import Containment as Containment
+from worker import FailureKind as FailureKind
 from worker import Limits as Limits
+from worker import Profile as Profile
 
 from ._decisions import Accept as Accept
 from ._decisions import Allow as Allow
+from ._decisions import ApprovalAnswer as ApprovalAnswer
 from ._decisions import ApprovalRequest as ApprovalRequest
+from ._decisions import Approver as Approver
 from ._decisions import Ask as Ask
 from ._decisions import Block as Block
 from ._decisions import Cancel as Cancel
 from ._decisions import Deny as Deny
 from ._decisions import DispatchLogEntry as DispatchLogEntry
 from ._decisions import PostExecute as PostExecute
+from ._decorator import ToolOptions as ToolOptions
 from ._decorator import tool as tool
+from ._errors import ClosedError as ClosedError
+from ._errors import ConfigurationError as ConfigurationError
+from ._errors import DefinitionError as DefinitionError
+from ._errors import NotJSONError as NotJSONError
+from ._errors import PtcError as PtcError
+from ._errors import SchemaError as SchemaError
+from ._errors import ScopeError as ScopeError
+from ._errors import UsageError as UsageError
 from ._eventlog import EventLog as EventLog
+from ._events import DispatchLogListener as DispatchLogListener
 from ._events import Disposer as Disposer
+from ._events import Event as Event
+from ._events import ExecuteListener as ExecuteListener
+from ._events import ExecuteNext as ExecuteNext
+from ._events import PostExecuteListener as PostExecuteListener
+from ._events import PreExecuteListener as PreExecuteListener
+from ._events import ResultListener as ResultListener
+from ._json import JSON as JSON
 from ._json import FrozenDict as FrozenDict
 from ._json import FrozenList as FrozenList
+from ._layers import Mode as Mode
+from ._layers import ModelFormat as ModelFormat
+from ._layers import ToolView as ToolView
+from ._policy import Guard as Guard
 from ._results import ERROR_CODES as ERROR_CODES
+from ._results import ContentBlock as ContentBlock
+from ._results import ErrorCode as ErrorCode
 from ._results import ToolError as ToolError
 from ._results import ToolResult as ToolResult
 from ._runtime import ToolRuntime as ToolRuntime
 from ._scheduler import ToolCall as ToolCall
+from ._scopes import ChangeListener as ChangeListener
 from ._scopes import Scope as Scope
-from ._scopes import ToolView as ToolView
 from ._signals import CancelSignal as CancelSignal
 from ._tools import ExecutionToken as ExecutionToken
 from ._tools import Output as Output
+from ._tools import ScopeRef as ScopeRef
 from ._tools import ToolContext as ToolContext
 from ._tools import ToolDefinition as ToolDefinition
 from ._tools import ToolExecution as ToolExecution
@@ -38,33 +67,62 @@ from ._tools import define_tool as define_tool
 
 __all__ = (
     "ERROR_CODES",
+    "FAILURE_KINDS",
+    "JSON",
     "Accept",
     "Allow",
+    "ApprovalAnswer",
     "ApprovalRequest",
+    "Approver",
     "Ask",
     "Block",
     "Cancel",
     "CancelSignal",
+    "ChangeListener",
+    "ClosedError",
+    "ConfigurationError",
     "Containment",
+    "ContentBlock",
+    "DefinitionError",
     "Deny",
     "DispatchLogEntry",
+    "DispatchLogListener",
     "Disposer",
+    "ErrorCode",
+    "Event",
     "EventLog",
+    "ExecuteListener",
+    "ExecuteNext",
     "ExecutionToken",
+    "FailureKind",
     "FrozenDict",
     "FrozenList",
+    "Guard",
     "Limits",
+    "Mode",
+    "ModelFormat",
+    "NotJSONError",
     "Output",
     "PostExecute",
+    "PostExecuteListener",
+    "PreExecuteListener",
+    "Profile",
+    "PtcError",
+    "ResultListener",
+    "SchemaError",
     "Scope",
+    "ScopeError",
+    "ScopeRef",
     "ToolCall",
     "ToolContext",
     "ToolDefinition",
     "ToolError",
     "ToolExecution",
+    "ToolOptions",
     "ToolResult",
     "ToolRuntime",
     "ToolView",
+    "UsageError",
     "define_tool",
     "tool",
 )

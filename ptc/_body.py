@@ -1,7 +1,13 @@
-"""Running one attempt of a tool body and turning its value into a frozen result."""
+"""Running one attempt of a tool body and turning its value into a frozen result.
+
+Steps 5 (the innermost part: the built-in timeout and the caller's signal re-fused) and 6
+(body -> canonical value -> lossless copy -> output schema -> freeze -> render) of the
+pipeline, for one attempt.
+"""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -9,10 +15,20 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from ._json import EMPTY, JSON, FrozenDict, NotJSONError, freeze
-from ._results import ToolResult, error_result, freeze_content
-from ._signals import CancelSignal, fuse
+from ._errors import NotJSONError
+from ._json import EMPTY, JSON, FrozenDict, freeze, freeze_object
+from ._results import ErrorCode, ToolResult, error_result, freeze_content
+from ._signals import CancelSignal, fuse, on_cancel
 from ._tools import ToolContext, ToolDefinition, ToolExecution
+
+__all__ = (
+    "BodyFailure",
+    "BodyResult",
+    "apply_finalize_content",
+    "attempt",
+    "check_output",
+    "rerender",
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -26,7 +42,9 @@ class BodyResult:
 class BodyFailure(Exception):  # noqa: N818 - a tagged outcome, named for what it carries
     """Internal: raised by a body to fail with a chosen code instead of ``TOOL_ERROR``."""
 
-    def __init__(self, code: str, message: str, meta: Mapping[str, JSON] | None = None) -> None:
+    def __init__(
+        self, code: ErrorCode, message: str, meta: Mapping[str, JSON] | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -71,7 +89,7 @@ async def _run_body(definition: ToolDefinition, execution: ToolExecution) -> Too
             value = await _invoke(definition, arguments, context)
         else:
             with anyio.CancelScope() as scope:
-                remove = signal._on_cancel(scope.cancel)
+                remove = on_cancel(signal, scope.cancel)
                 try:
                     value = await _invoke(definition, arguments, context)
                 finally:
@@ -88,14 +106,18 @@ async def _run_body(definition: ToolDefinition, execution: ToolExecution) -> Too
         return error_result(
             execution.call_id, definition.name, "TOOL_ERROR", str(exc) or type(exc).__name__
         )
+    presentation = execution.parent is None
+    call_id = execution.call_id
     if isinstance(value, BodyResult):
-        return check_output(definition, execution, value.value, value.meta)
-    return check_output(definition, execution, value, None)
+        return check_output(definition, call_id, value.value, value.meta, presentation=presentation)
+    return check_output(definition, call_id, value, None, presentation=presentation)
 
 
-async def _invoke(definition: ToolDefinition, arguments: JSON, context: ToolContext) -> Any:
-    if definition._is_async:
-        return await definition.execute(arguments, context)
+async def _invoke(definition: ToolDefinition, arguments: FrozenDict, context: ToolContext) -> Any:
+    if definition.is_async:
+        pending = definition.execute(arguments, context)
+        assert inspect.isawaitable(pending)
+        return await pending
     # A sync body cannot be interrupted: on cancel the call returns and the thread is abandoned.
     return await anyio.to_thread.run_sync(
         definition.execute, arguments, context, abandon_on_cancel=True
@@ -104,20 +126,23 @@ async def _invoke(definition: ToolDefinition, arguments: JSON, context: ToolCont
 
 def check_output(
     definition: ToolDefinition,
-    execution: ToolExecution,
+    call_id: str,
     value: object,
     meta: Mapping[str, JSON] | None,
+    *,
+    presentation: bool,
 ) -> ToolResult:
-    """Lossless copy -> output schema -> freeze -> render: a success or an error result."""
+    """Lossless copy -> output schema -> freeze -> render: a success or an error result.
+
+    ``presentation``: attach the tool's presentation metadata (direct calls only).
+    """
     name = definition.name
-    call_id = execution.call_id
     try:
         frozen = freeze(value)
     except NotJSONError as exc:
         return error_result(call_id, name, "INVALID_OUTPUT", f"`{name}` returned non-JSON: {exc}")
-    validator = definition._output_validator
-    if not validator.is_valid(frozen):
-        problems = sorted(f"{e.json_path}: {e.message}" for e in validator.iter_errors(frozen))
+    problems = definition.output_validator.problems(frozen)
+    if problems:
         return error_result(
             call_id,
             name,
@@ -129,7 +154,7 @@ def check_output(
     except Exception as exc:
         return error_result(call_id, name, "TOOL_ERROR", f"render of `{name}` failed: {exc!r}")
     try:
-        frozen_meta = _result_meta(definition, execution, meta)
+        frozen_meta = _result_meta(definition, meta, presentation=presentation)
     except NotJSONError as exc:
         return error_result(call_id, name, "TOOL_ERROR", f"`{name}` returned non-JSON meta: {exc}")
     return ToolResult(
@@ -138,31 +163,23 @@ def check_output(
 
 
 def _result_meta(
-    definition: ToolDefinition, execution: ToolExecution, meta: Mapping[str, JSON] | None
+    definition: ToolDefinition, meta: Mapping[str, JSON] | None, *, presentation: bool
 ) -> FrozenDict:
-    presentation = definition.output.presentation_meta
-    if presentation is not None and execution.parent is None:
+    shown = definition.output.presentation_meta
+    if shown is not None and presentation:
         # Presentation metadata is for the host UI of direct calls only, never nested ones.
-        meta = {**(meta or {}), "presentation": dict(presentation)}
+        meta = {**(meta or {}), "presentation": dict(shown)}
     if not meta:
         return EMPTY
-    frozen: FrozenDict = freeze(dict(meta), "$.meta")
-    return frozen
+    return freeze_object(dict(meta), "$.meta")
 
 
 def rerender(definition: ToolDefinition, result: ToolResult, value: object) -> ToolResult:
     """A post-execute ``Accept(value=...)``: re-validate and re-render, keeping ``meta``."""
-    execution_like = _Ids(result.call_id)
-    checked = check_output(definition, execution_like, value, None)  # type: ignore[arg-type]
+    checked = check_output(definition, result.call_id, value, None, presentation=False)
     if checked.is_error:
         return checked
     return replace(checked, meta=result.meta, additional_contexts=result.additional_contexts)
-
-
-@dataclass(frozen=True, slots=True)
-class _Ids:
-    call_id: str
-    parent: object = True  # never attach presentation metadata on a re-render
 
 
 def apply_finalize_content(definition: ToolDefinition, result: ToolResult) -> ToolResult:

@@ -6,15 +6,14 @@ Decisions take their first field positionally: ``Deny("why")``, ``Ask("sure?")``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
+from ._errors import UsageError
 from ._json import JSON
 from ._results import ContentBlock, ToolResult
-
-if TYPE_CHECKING:
-    from ._tools import ToolExecution
+from ._tools import ToolExecution
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +64,7 @@ class Accept:
 
     def __init__(self, *, content: Sequence[ContentBlock] | None = None, value: JSON = _UNSET):
         if content is not None and value is not _UNSET:
-            raise TypeError("Accept takes content or value, not both")
+            raise UsageError("Accept takes content or value, not both")
         object.__setattr__(self, "content", content)
         object.__setattr__(self, "has_value", value is not _UNSET)
         object.__setattr__(self, "value", None if value is _UNSET else value)
@@ -99,6 +98,8 @@ class ApprovalRequest:
 
 
 ApprovalAnswer: TypeAlias = Literal["allowed-once", "rejected", "cancelled", "unavailable"]
+Approver: TypeAlias = Callable[[ApprovalRequest], Awaitable[ApprovalAnswer]]
+"""The runtime's ``approver``: asked when a pre-execute listener answers ``Ask``."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Any, get_type_hints, overload
+from typing import Any, TypedDict, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 
-from ._json import JSON
+from ._errors import UsageError
+from ._json import JSON, FrozenDict
 from ._tools import (
     Classifier,
     Output,
@@ -19,7 +20,19 @@ from ._tools import (
     define_tool,
 )
 
+__all__ = ("ToolOptions", "tool", "tool_decorator")
+
 _ANY_SCHEMA: Mapping[str, JSON] = {}
+
+
+class ToolOptions(TypedDict, total=False):
+    """The options of ``@tool(...)``, ``@runtime.tool(...)`` and ``@scope.tool(...)``."""
+
+    name: str | None
+    description: str | None
+    concurrency_safe: bool | Classifier | None
+    timeout_seconds: float | None
+    render: Render | None
 
 
 @overload
@@ -68,14 +81,29 @@ def tool(
     return build(fn) if fn is not None else build
 
 
+def tool_decorator(
+    fn: Callable[..., Any] | None,
+    options: ToolOptions,
+    register: Callable[[ToolDefinition], object],
+) -> ToolDefinition | Callable[[Callable[..., Any]], ToolDefinition]:
+    """``@scope.tool`` / ``@runtime.tool``: :func:`tool` with ``options``, then ``register``."""
+
+    def build(func: Callable[..., Any]) -> ToolDefinition:
+        definition = _build(func, **options)
+        register(definition)
+        return definition
+
+    return build(fn) if fn is not None else build
+
+
 def _build(
     func: Callable[..., Any],
     *,
-    name: str | None,
-    description: str | None,
-    concurrency_safe: bool | Classifier | None,
-    timeout_seconds: float | None,
-    render: Render | None,
+    name: str | None = None,
+    description: str | None = None,
+    concurrency_safe: bool | Classifier | None = None,
+    timeout_seconds: float | None = None,
+    render: Render | None = None,
 ) -> ToolDefinition:
     tool_name = name or func.__name__
     hints = get_type_hints(func)
@@ -83,7 +111,7 @@ def _build(
     context_params: list[str] = []
     for param in inspect.signature(func).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
-            raise TypeError(f"@tool {tool_name!r}: parameter {param.name!r} must be nameable")
+            raise UsageError(f"@tool {tool_name!r}: parameter {param.name!r} must be nameable")
         annotation = hints.get(param.name, Any)
         if annotation is ToolContext:
             context_params.append(param.name)
@@ -103,26 +131,26 @@ def _build(
         adapter = TypeAdapter(returns)
         output_schema = adapter.json_schema(mode="serialization")
 
-    def convert(arguments: JSON, context: ToolContext) -> dict[str, Any]:
+    def convert(arguments: FrozenDict, context: ToolContext) -> dict[str, Any]:
         parsed = model.model_validate(arguments)
         kwargs = {key: getattr(parsed, key) for key in fields}
         for param_name in context_params:
             kwargs[param_name] = context
         return kwargs
 
-    def dump(value: Any) -> JSON:
+    def dump(value: Any) -> object:
         return adapter.dump_python(value, mode="json") if adapter is not None else value
 
-    execute: Callable[[JSON, ToolContext], Any]
+    execute: Callable[[FrozenDict, ToolContext], object]
     if inspect.iscoroutinefunction(func):
 
-        async def execute_async(arguments: JSON, context: ToolContext) -> JSON:
+        async def execute_async(arguments: FrozenDict, context: ToolContext) -> object:
             return dump(await func(**convert(arguments, context)))
 
         execute = execute_async
     else:
 
-        def execute_sync(arguments: JSON, context: ToolContext) -> JSON:
+        def execute_sync(arguments: FrozenDict, context: ToolContext) -> object:
             return dump(func(**convert(arguments, context)))
 
         execute = execute_sync

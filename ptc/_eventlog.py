@@ -10,19 +10,17 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from ._decisions import DispatchLogEntry
-from ._events import DISPATCH_LOG, PRE_EXECUTE, RESULT, Disposer
+from ._events import Disposer
 from ._json import JSON, thaw
-from ._results import ToolResult
+from ._results import ContentBlock, ToolResult
+from ._runtime import ToolRuntime
+from ._scopes import Scope
 from ._tools import ExecutionToken, ToolExecution
-
-if TYPE_CHECKING:
-    from ._runtime import ToolRuntime
-    from ._scopes import Scope
 
 # Codes that are policy decisions rather than outcomes of the body.
 _DECISION_CODES = frozenset(
@@ -58,9 +56,9 @@ class EventLog:
     def attach(self, runtime: ToolRuntime, *, scope: Scope | None = None) -> Disposer:
         """Listen to ``runtime`` (or only ``scope``'s subtree); the disposer detaches."""
         disposers = [
-            runtime.on(PRE_EXECUTE, self._pre_execute, scope=scope),
-            runtime.on(RESULT, self._result, scope=scope),
-            runtime.on(DISPATCH_LOG, self._dispatch_log, scope=scope),
+            runtime.on("tools/pre-execute", self._pre_execute, scope=scope),
+            runtime.on("tools/result", self._result, scope=scope),
+            runtime.on("tools/ptc-dispatch-log", self._dispatch_log, scope=scope),
         ]
 
         def detach() -> None:
@@ -111,8 +109,8 @@ class EventLog:
         )
 
     async def _dispatch_log(
-        self, entry: DispatchLogEntry, next_: Callable[[], Awaitable[Any]]
-    ) -> Any:
+        self, entry: DispatchLogEntry, next_: Callable[[], Awaitable[Sequence[ContentBlock]]]
+    ) -> Sequence[ContentBlock]:
         content = await next_()
         self._write(
             {
@@ -121,7 +119,7 @@ class EventLog:
                 "sub_call_id": entry.sub_call_id,
                 "tool": entry.name,
                 "is_error": entry.is_error,
-                "content": thaw(content),
+                "content": thaw(list(content)),
             }
         )
         return content

@@ -1,9 +1,20 @@
-"""Listener registry, disposers and the waterfall / emit runners.
+"""Events, listener types, the listener registry, disposers and the one waterfall runner.
 
 Waterfall listeners are ``async def listener(payload, next)`` and run in registration
 order: the first registered decides first and may delegate with ``await next()``. Emit
 listeners (``tools/result``, ``tools/change``) may be plain functions or coroutines; their
 errors are logged under ``ptc`` and never change anything.
+
+=========================  ==========================  ======================================
+event                      payload                     ``await next()`` returns / listener returns
+=========================  ==========================  ======================================
+``tools/pre-execute``      :class:`ToolExecution`      a decision (``Allow Deny Cancel Ask``)
+``tools/execute``          :class:`ToolExecution`      a :class:`ToolResult`; ``next(signal=s)``
+``tools/post-execute``     :class:`PostExecute`        a decision (``Accept Block``)
+``tools/ptc-dispatch-log`` :class:`DispatchLogEntry`   the content to log
+``tools/result``           :class:`ToolResult`         (emit)
+``tools/change``           the changed scope           (emit)
+=========================  ==========================  ======================================
 """
 
 from __future__ import annotations
@@ -12,24 +23,89 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import Any, Final, Literal, Protocol, TypeAlias, TypeVar, cast
 
-if TYPE_CHECKING:
-    from ._scopes import Scope
+from ._decisions import DispatchLogEntry, PostDecision, PostExecute, PreDecision
+from ._errors import ConfigurationError, PtcError, UsageError
+from ._results import ContentBlock, ToolResult
+from ._signals import CancelSignal
+from ._tools import ToolExecution
+
+__all__ = (
+    "CHANGE",
+    "DISPATCH_LOG",
+    "EVENTS",
+    "EXECUTE",
+    "POST_EXECUTE",
+    "PRE_EXECUTE",
+    "RESULT",
+    "DispatchLogListener",
+    "Disposer",
+    "Event",
+    "ExecuteListener",
+    "ExecuteNext",
+    "ListenerError",
+    "Listeners",
+    "PostExecuteListener",
+    "PreExecuteListener",
+    "ResultListener",
+    "describe",
+    "emit",
+    "logger",
+    "run_waterfall",
+)
 
 logger = logging.getLogger("ptc")
 
+Event: TypeAlias = Literal[
+    "tools/pre-execute",
+    "tools/execute",
+    "tools/post-execute",
+    "tools/ptc-dispatch-log",
+    "tools/result",
+    "tools/change",
+]
 PRE_EXECUTE: Final = "tools/pre-execute"
 EXECUTE: Final = "tools/execute"
 POST_EXECUTE: Final = "tools/post-execute"
 DISPATCH_LOG: Final = "tools/ptc-dispatch-log"
 RESULT: Final = "tools/result"
 CHANGE: Final = "tools/change"
-WATERFALLS: Final = (PRE_EXECUTE, EXECUTE, POST_EXECUTE, DISPATCH_LOG)
-EVENTS: Final = (*WATERFALLS, RESULT, CHANGE)
+EVENTS: Final[tuple[Event, ...]] = (
+    PRE_EXECUTE,
+    EXECUTE,
+    POST_EXECUTE,
+    DISPATCH_LOG,
+    RESULT,
+    CHANGE,
+)
 
+
+class ExecuteNext(Protocol):
+    """``next`` of an execute listener: the only thing a wrapper may change is the signal."""
+
+    def __call__(self, *, signal: CancelSignal | None = None) -> Awaitable[ToolResult]: ...
+
+
+PreExecuteListener: TypeAlias = Callable[
+    [ToolExecution, Callable[[], Awaitable[PreDecision]]], Awaitable[PreDecision]
+]
+ExecuteListener: TypeAlias = Callable[[ToolExecution, ExecuteNext], Awaitable[ToolResult]]
+PostExecuteListener: TypeAlias = Callable[
+    [PostExecute, Callable[[], Awaitable[PostDecision]]], Awaitable[PostDecision]
+]
+DispatchLogListener: TypeAlias = Callable[
+    [DispatchLogEntry, Callable[[], Awaitable[Sequence[ContentBlock]]]],
+    Awaitable[Sequence[ContentBlock]],
+]
+ResultListener: TypeAlias = Callable[[ToolResult], object]
+"""A plain function or a coroutine function; awaited before ``call()`` returns."""
+
+# The registry stores every kind alike; the typed faces are ``runtime.on``/``scope.on``.
+AnyListener: TypeAlias = Callable[..., Any]
+
+P = TypeVar("P")
 T = TypeVar("T")
-Listener = Callable[..., Any]
 
 
 class Disposer:
@@ -50,14 +126,17 @@ class Disposer:
             undo()
 
 
-class ListenerError(Exception):
-    """A listener raised or returned an invalid decision (the pipeline fails closed)."""
+class ListenerError(PtcError):
+    """A listener raised or returned an invalid decision (the pipeline fails closed).
+
+    Never reaches a caller: the pipeline turns it into the result its stage fails to.
+    """
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _Entry:
-    listener: Listener
-    scope: Scope | None
+    listener: AnyListener
+    scope: object | None
 
 
 def describe(listener: object) -> str:
@@ -66,76 +145,89 @@ def describe(listener: object) -> str:
 
 
 class Listeners:
-    """Listeners by event; a scoped one sees only its scope's subtree."""
+    """Listeners by event; a scoped one sees only its scope's subtree.
+
+    Scopes are compared by identity only, so this layer needs nothing of them.
+    """
 
     def __init__(self) -> None:
         self._entries: dict[str, list[_Entry]] = {event: [] for event in EVENTS}
 
-    def add(self, event: str, listener: Listener, scope: Scope | None) -> Callable[[], None]:
-        """Register and return the raw undo function."""
+    def add(self, event: str, listener: AnyListener, scope: object | None) -> Disposer:
+        """Register ``listener``; the disposer removes it."""
         if event not in self._entries:
-            raise ValueError(f"unknown event {event!r}; expected one of {', '.join(EVENTS)}")
+            raise ConfigurationError(
+                f"unknown event {event!r}; expected one of {', '.join(EVENTS)}"
+            )
         if not callable(listener):
-            raise TypeError(f"listener for {event!r} must be callable")
+            raise UsageError(f"listener for {event!r} must be callable")
         entry = _Entry(listener, scope)
         # Copy-on-write so a running waterfall keeps the list it started with.
         self._entries[event] = [*self._entries[event], entry]
+        return Disposer(lambda: self._remove(event, entry))
 
-        def undo() -> None:
-            self._entries[event] = [e for e in self._entries[event] if e is not entry]
-
-        return undo
-
-    def for_scope(self, event: str, chain: Sequence[Scope]) -> list[Listener]:
+    def for_chain(self, event: Event, chain: Sequence[object]) -> list[AnyListener]:
         """Listeners that see an event of the scope whose root-first chain is ``chain``."""
         entries = self._entries[event]
         if not entries:
             return []
         return [e.listener for e in entries if e.scope is None or any(e.scope is s for s in chain)]
 
-    def scoped_to(self, scope: Scope) -> list[Callable[[], None]]:
-        """Undo functions for every listener registered for exactly ``scope``."""
-        return [
-            self._remover(event, entry)
-            for event, entries in self._entries.items()
-            for entry in entries
-            if entry.scope is scope
-        ]
+    def remove_scope(self, scope: object) -> None:
+        """Forget every listener registered for exactly ``scope``."""
+        for event, entries in self._entries.items():
+            if any(e.scope is scope for e in entries):
+                self._entries[event] = [e for e in entries if e.scope is not scope]
 
-    def _remover(self, event: str, entry: _Entry) -> Callable[[], None]:
-        def undo() -> None:
-            self._entries[event] = [e for e in self._entries[event] if e is not entry]
+    def count_scoped(self, scope: object) -> int:
+        """How many listeners are registered for exactly ``scope``."""
+        return sum(e.scope is scope for entries in self._entries.values() for e in entries)
 
-        return undo
+    def _remove(self, event: str, entry: _Entry) -> None:
+        self._entries[event] = [e for e in self._entries[event] if e is not entry]
 
 
 async def run_waterfall(
-    listeners: Sequence[Listener],
-    payload: object,
-    terminal: Callable[[], Awaitable[T]],
+    listeners: Sequence[AnyListener],
+    payload: P,
+    terminal: Callable[[P], Awaitable[T]],
     valid: Callable[[object], bool],
+    *,
+    amend: Callable[[P, dict[str, object]], P] | None = None,
 ) -> T:
-    """Run ``listeners`` as a chain around ``terminal``; raise :class:`ListenerError` on failure."""
+    """Run ``listeners`` as a chain around ``terminal``; raise :class:`ListenerError` when
+    one raises or returns something ``valid`` rejects.
 
-    async def step(index: int) -> Any:
+    ``next()`` hands the payload on unchanged; ``next(**changes)`` (only where ``amend``
+    is given) hands on ``amend(payload, changes)``, which raises for a change it refuses.
+    """
+
+    async def step(index: int, current: P) -> T:
         if index == len(listeners):
-            return await terminal()
+            return await terminal(current)
         listener = listeners[index]
+
+        def next_(**changes: object) -> Awaitable[T]:
+            if not changes:
+                return step(index + 1, current)
+            if amend is None:
+                raise UsageError("next() takes no arguments for this event")
+            return step(index + 1, amend(current, changes))
+
         try:
-            out = await listener(payload, lambda: step(index + 1))
+            out = await listener(current, next_)
         except ListenerError:
             raise
         except Exception as exc:
             raise ListenerError(f"listener {describe(listener)} raised {exc!r}") from exc
         if not valid(out):
             raise ListenerError(f"listener {describe(listener)} returned invalid {out!r}")
-        return out
+        return cast(T, out)
 
-    result: T = await step(0)
-    return result
+    return await step(0, payload)
 
 
-async def emit(listeners: Sequence[Listener], payload: object, event: str) -> None:
+async def emit(listeners: Sequence[AnyListener], payload: object, event: Event) -> None:
     """Call every listener in order; log (never raise) their errors."""
     for listener in listeners:
         try:

@@ -9,20 +9,13 @@ mutating method raises ``TypeError``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any, NoReturn, SupportsIndex, TypeAlias
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn, SupportsIndex, TypeAlias, cast
 
-JSON: TypeAlias = Any
-"""A JSON value: ``None | bool | int | float | str | list[JSON] | dict[str, JSON]``."""
+from ._errors import NotJSONError
 
-
-class NotJSONError(ValueError):
-    """A value is not lossless JSON; ``path`` is a JSON path like ``$.items[2]``."""
-
-    def __init__(self, path: str, problem: str) -> None:
-        super().__init__(f"{path}: {problem}")
-        self.path = path
-        self.problem = problem
+JSON: TypeAlias = dict[str, "JSON"] | list["JSON"] | str | int | float | bool | None
+"""A JSON value. Frozen JSON (:class:`FrozenDict`, :class:`FrozenList`) is JSON too."""
 
 
 def _readonly(self: object, *args: object, **kwargs: object) -> NoReturn:
@@ -128,13 +121,14 @@ def freeze(value: object, path: str = "$") -> JSON:
     """
     kind = type(value)
     if kind in _SCALARS:
-        return value
+        return cast(JSON, value)  # str, int, bool or None
     if kind is float:
-        if math.isfinite(value):  # type: ignore[arg-type]
+        assert isinstance(value, float)
+        if math.isfinite(value):
             return value
         raise NotJSONError(path, f"{value!r} is not a JSON number")
     if isinstance(value, dict):
-        items = {}
+        items: dict[str, JSON] = {}
         for key, item in value.items():
             if type(key) is not str:
                 raise NotJSONError(path, f"object key {key!r} is not a string")
@@ -145,10 +139,18 @@ def freeze(value: object, path: str = "$") -> JSON:
     raise NotJSONError(path, f"{kind.__name__} is not a JSON type")
 
 
-def thaw(value: JSON) -> JSON:
-    """Return a plain, mutable, independent deep copy of a JSON value."""
-    if isinstance(value, dict):
-        return {key: thaw(item) for key, item in value.items()}
-    if isinstance(value, list):
+def freeze_object(value: object, path: str = "$") -> FrozenDict:
+    """:func:`freeze` for a value that must be a JSON object."""
+    frozen = freeze(value, path)
+    if not isinstance(frozen, FrozenDict):
+        raise NotJSONError(path, f"{type(value).__name__} is not a JSON object")
+    return frozen
+
+
+def thaw(value: object) -> JSON:
+    """Return a plain, mutable, independent deep copy of a (possibly frozen) JSON value."""
+    if isinstance(value, Mapping):
+        return {str(key): thaw(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
         return [thaw(item) for item in value]
-    return value
+    return cast(JSON, value)  # a JSON scalar by contract

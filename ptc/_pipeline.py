@@ -1,238 +1,304 @@
-"""The call pipeline (DESIGN section 3) as separate stages the scheduler can interleave.
+"""One call through the pipeline (DESIGN section 3): :class:`Call` owns the stages and
+their order.
 
-``create`` (step 1) -> ``prepare`` (steps 2-4: pre-execute, approver, guards, signal
-checks) -> ``dispatch`` (steps 5-6: execute waterfall, body, output) -> ``finalize``
-(step 7: post-execute) -> ``finish`` (step 8). :func:`run_call` chains them for one call.
+``Call.create`` is step 1 (identity, lossless frozen arguments, visibility, mode collapse,
+schema check); :meth:`Call.run` does the rest in order: pre-execute, approver, guards and
+signal checks (2-4), the execute waterfall and the body (5-6), post-execute (7) and the
+finish (8). A scheduler changes *when* stages may start (``admission``, ``prepare_lock``),
+never their order. Everything a call needs from its scope comes in a :class:`CallSite`.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Mapping
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
+from dataclasses import dataclass, replace
 
-from ._body import BodyFailure, BodyResult, apply_finalize_content, attempt, check_output
-from ._events import EXECUTE, RESULT, ListenerError, describe, emit
-from ._json import JSON, NotJSONError, freeze
-from ._policy import finalize, prepare
-from ._results import ToolResult, error_result
+import anyio
+
+from ._body import apply_finalize_content, attempt, check_output
+from ._decisions import Approver
+from ._errors import NotJSONError, UsageError
+from ._events import (
+    EXECUTE,
+    POST_EXECUTE,
+    PRE_EXECUTE,
+    RESULT,
+    AnyListener,
+    Event,
+    ListenerError,
+    Listeners,
+    emit,
+    run_waterfall,
+)
+from ._json import EMPTY, JSON, FrozenDict, freeze
+from ._policy import Guard, Refusal, decide, post_execute, refusal_result
+from ._results import ErrorCode, ToolResult, error_result
 from ._signals import CancelSignal
-from ._tools import RESERVED_NAME, ExecutionToken, ToolDefinition, ToolExecution
+from ._tools import RESERVED_NAME, ExecutionToken, ScopeRef, ToolDefinition, ToolExecution
 
-if TYPE_CHECKING:
-    from ._scopes import Scope
-
-__all__ = ["BodyFailure", "BodyResult", "PendingCall", "create", "dispatch", "run_call"]
+__all__ = ("Call", "CallSite", "Unstarted", "new_call_id")
 
 _ids = itertools.count(1)
 _prefix = os.urandom(4).hex()
-
-
-class PendingCall:
-    """One call between stages. ``result`` set and ``final`` true means skip to finish."""
-
-    __slots__ = ("definition", "execution", "final", "result", "scope", "signal")
-
-    def __init__(self, scope: Scope, execution: ToolExecution, signal: CancelSignal | None):
-        self.scope = scope
-        self.execution = execution
-        self.signal = signal
-        self.definition: ToolDefinition | None = None
-        self.result: ToolResult | None = None
-        self.final = False
-
-    def end(self, code: str, message: str, meta: Mapping[str, JSON] | None = None) -> None:
-        """End the call early: straight to ``finish``, skipping the waterfalls."""
-        self.result = error_result(self.execution.call_id, self.execution.name, code, message, meta)
-        self.final = True
 
 
 def new_call_id() -> str:
     return f"call_{_prefix}_{next(_ids)}"
 
 
-def create(
-    scope: Scope,
-    name: str,
-    arguments: object,
-    *,
-    call_id: str | None = None,
-    root_call_id: str | None = None,
-    parent: ExecutionToken | None = None,
-    signal: CancelSignal | None = None,
-) -> PendingCall:
-    """Step 1: identity, lossless frozen arguments, visibility, mode collapse, schema check."""
-    call_id = call_id or new_call_id()
-    bad_json: NotJSONError | None = None
-    try:
-        frozen = freeze(arguments)
-    except NotJSONError as exc:
-        frozen, bad_json = None, exc
-    execution = ToolExecution(
-        call_id=call_id,
-        root_call_id=root_call_id or call_id,
-        name=name,
-        arguments=frozen,
-        scope=scope,
-        token=ExecutionToken(),
-        parent=parent,
-        signal=signal if signal is not None else CancelSignal(),
-    )
-    call = PendingCall(scope, execution, signal)
-    if bad_json is not None:
-        call.end("INVALID_ARGS", f"invalid arguments for `{name}`: not lossless JSON: {bad_json}")
-        return call
-    if not isinstance(frozen, dict):
-        call.end("INVALID_ARGS", f"invalid arguments for `{name}`: $: must be an object")
-        return call
-    definition = scope.view().visible.get(name)
-    if definition is None:
-        call.end("UNKNOWN_TOOL", f"unknown tool `{name}`")
-        return call
-    if name == RESERVED_NAME and parent is not None:
-        call.end("UNKNOWN_TOOL", f"`{RESERVED_NAME}` cannot be called from inside a program")
-        return call
-    if parent is None and name != RESERVED_NAME and scope.code_options()[0] == "code":
-        if signal is not None and signal.cancelled:
-            call.end("ABORTED_BEFORE_DISPATCH", "tool call aborted before dispatch")
-        else:
-            call.end(
-                "UNKNOWN_TOOL",
-                f"unknown tool `{name}`: only `{RESERVED_NAME}` is callable directly"
-                f" — call `{name}` from inside a `{RESERVED_NAME}` program instead",
-            )
-        return call
-    call.definition = definition
-    validator = definition._input_validator
-    if not validator.is_valid(frozen):
-        problems = sorted(
-            (f"{error.json_path}: {error.message}" for error in validator.iter_errors(frozen)),
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CallSite:
+    """What a call needs from the scope it is made in (resolved by the scope, cached until
+    the next change): visible tools, guards (root first, then farthest to nearest), mode
+    collapse, the listener registry and the chain that scopes it, the approver."""
+
+    scope: ScopeRef
+    chain: tuple[object, ...]
+    visible: Mapping[str, ToolDefinition]
+    guards: tuple[Guard, ...]
+    collapse: bool
+    """The scope presents as ``code``: direct calls of native tools end as ``UNKNOWN_TOOL``."""
+    registry: Listeners
+    approver: Approver | None
+
+    def listeners(self, event: Event) -> list[AnyListener]:
+        return self.registry.for_chain(event, self.chain)
+
+
+class Unstarted(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """Raised by a scheduler's admission when the call was abandoned before it started."""
+
+
+class Call:
+    """One call between its stages. ``result`` set and ``final`` true: skip to the finish."""
+
+    __slots__ = ("definition", "execution", "final", "result", "signal", "site")
+
+    def __init__(self, site: CallSite, execution: ToolExecution, signal: CancelSignal | None):
+        self.site = site
+        self.execution = execution
+        self.signal = signal
+        self.definition: ToolDefinition | None = None
+        self.result: ToolResult | None = None
+        self.final = False
+
+    # -- step 1 -------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        site: CallSite,
+        name: str,
+        arguments: object,
+        *,
+        call_id: str | None = None,
+        root_call_id: str | None = None,
+        parent: ExecutionToken | None = None,
+        signal: CancelSignal | None = None,
+    ) -> Call:
+        """Identity, lossless frozen arguments, visibility, mode collapse, schema check."""
+        call_id = call_id or new_call_id()
+        problem: str | None = None
+        frozen: JSON = None
+        try:
+            frozen = freeze(arguments)
+        except NotJSONError as exc:
+            problem = f"not lossless JSON: {exc}"
+        if problem is None and not isinstance(frozen, FrozenDict):
+            problem = "$: must be an object"
+        execution = ToolExecution(
+            call_id=call_id,
+            root_call_id=root_call_id or call_id,
+            name=name,
+            arguments=frozen if isinstance(frozen, FrozenDict) else EMPTY,
+            scope=site.scope,
+            token=ExecutionToken(),
+            parent=parent,
+            signal=signal if signal is not None else CancelSignal(),
         )
-        call.end("INVALID_ARGS", f"invalid arguments for `{name}`: " + "; ".join(problems))
-    return call
+        call = cls(site, execution, signal)
+        if problem is not None:
+            call.end("INVALID_ARGS", f"invalid arguments for `{name}`: {problem}")
+            return call
+        definition = site.visible.get(name)
+        if definition is None:
+            call.end("UNKNOWN_TOOL", f"unknown tool `{name}`")
+        elif name == RESERVED_NAME and parent is not None:
+            call.end("UNKNOWN_TOOL", f"`{RESERVED_NAME}` cannot be called from inside a program")
+        elif parent is None and name != RESERVED_NAME and site.collapse:
+            if signal is not None and signal.cancelled:
+                call.end("ABORTED_BEFORE_DISPATCH", "tool call aborted before dispatch")
+            else:
+                call.end(
+                    "UNKNOWN_TOOL",
+                    f"unknown tool `{name}`: only `{RESERVED_NAME}` is callable directly"
+                    f" — call `{name}` from inside a `{RESERVED_NAME}` program instead",
+                )
+        else:
+            call.definition = definition
+            problems = definition.input_validator.problems(execution.arguments)
+            if problems:
+                call.end("INVALID_ARGS", f"invalid arguments for `{name}`: " + "; ".join(problems))
+        return call
 
+    def end(self, code: ErrorCode, message: str) -> None:
+        """End the call early: straight to the finish, skipping the waterfalls."""
+        self.result = error_result(self.execution.call_id, self.execution.name, code, message)
+        self.final = True
 
-def is_parallel(call: PendingCall) -> bool:
-    """Fail-closed classification, asked after argument validation: exactly ``True`` only."""
-    definition = call.definition
-    if call.final or definition is None or definition.name == RESERVED_NAME:
-        return False
-    safe = definition.concurrency_safe
-    if safe is True or safe is None or safe is False:
-        return safe is True
-    try:
-        return safe(call.execution.arguments) is True
-    except Exception:
-        return False
+    @property
+    def parallel(self) -> bool:
+        """Fail-closed classification, asked after argument validation: exactly ``True``."""
+        definition = self.definition
+        if self.final or definition is None or definition.name == RESERVED_NAME:
+            return False
+        safe = definition.concurrency_safe
+        if safe is None or isinstance(safe, bool):
+            return safe is True
+        try:
+            return safe(self.execution.arguments) is True
+        except Exception:
+            return False
 
+    # -- steps 2-8, in order ------------------------------------------------------------
 
-async def dispatch(call: PendingCall) -> None:
-    """Steps 5-6: the execute around-waterfall, the body and its output."""
-    if call.result is not None:
-        return
-    definition = call.definition
-    assert definition is not None
-    scope = call.scope
-    listeners = scope.runtime._listeners.for_scope(EXECUTE, scope._chain)
-    caller = call.signal
-    produced: list[ToolResult] = []
+    async def run(
+        self,
+        *,
+        admission: AbstractAsyncContextManager[object] | None = None,
+        prepare_lock: anyio.Lock | None = None,
+        prepared: Callable[[], None] | None = None,
+    ) -> ToolResult:
+        """Run the rest of the pipeline and return the frozen result.
 
-    async def innermost(execution: ToolExecution) -> ToolResult:
-        result = await attempt(definition, execution, caller)
-        produced.append(result)
+        ``admission`` is held from pre-execute through post-execute (it may raise
+        :class:`Unstarted`: the result is then ``ABORTED_BEFORE_DISPATCH``, not emitted);
+        ``prepare_lock`` keeps pre-execute phases from overlapping; ``prepared`` is called
+        once pre-execute is over (or skipped).
+        """
+        try:
+            if not self.final:
+                try:
+                    async with admission if admission is not None else nullcontext():
+                        async with prepare_lock if prepare_lock is not None else nullcontext():
+                            await self._prepare()
+                        if prepared is not None:
+                            prepared()
+                            prepared = None
+                        if self.result is None:
+                            await self._dispatch()
+                        if not self.final:
+                            await self._post_execute()
+                except Unstarted:
+                    return error_result(
+                        self.execution.call_id,
+                        self.execution.name,
+                        "ABORTED_BEFORE_DISPATCH",
+                        "tool call aborted before dispatch",
+                    )
+        finally:
+            if prepared is not None:
+                prepared()
+        return await self._finish()
+
+    async def _prepare(self) -> None:
+        refusal: Refusal | None = await decide(
+            self.execution,
+            listeners=self.site.listeners(PRE_EXECUTE),
+            approver=self.site.approver,
+            guards=self.site.guards,
+            signal=self.signal,
+        )
+        if refusal is None:
+            return
+        self.result = refusal_result(self.execution, refusal)
+        self.final = refusal.final  # a denial still passes post-execute
+
+    async def _dispatch(self) -> None:
+        """Steps 5-6: the execute around-waterfall, the body and its output."""
+        definition = self.definition
+        assert definition is not None
+        execution = self.execution
+        caller = self.signal
+        produced: list[ToolResult] = []
+
+        async def innermost(current: ToolExecution) -> ToolResult:
+            result = await attempt(definition, current, caller)
+            produced.append(result)
+            return result
+
+        listeners = self.site.listeners(EXECUTE)
+        if not listeners:
+            result = await innermost(execution)
+        else:
+            try:
+                result = await run_waterfall(
+                    listeners, execution, innermost, _is_result, amend=_swap_signal
+                )
+            except ListenerError as exc:
+                result = error_result(
+                    execution.call_id,
+                    definition.name,
+                    "TOOL_ERROR",
+                    f"execute listener failed: {exc}",
+                )
+            else:
+                if not any(result is r for r in produced) and not result.is_error:
+                    # A wrapper made its own result: it passes the output contract too.
+                    result = check_output(
+                        definition,
+                        execution.call_id,
+                        result.value,
+                        result.meta,
+                        presentation=execution.parent is None,
+                    )
+        if caller is not None and caller.cancelled:
+            error = result.error
+            if error is None or error.code != "ABORTED":
+                result = error_result(
+                    execution.call_id, definition.name, "ABORTED", "tool call aborted"
+                )
+        self.result = result
+
+    async def _post_execute(self) -> None:
+        assert self.result is not None
+        self.result = await post_execute(
+            self.execution, self.result, self.definition, self.site.listeners(POST_EXECUTE)
+        )
+
+    async def _finish(self) -> ToolResult:
+        """Step 8: tool-owned ``finalize_content`` once, then emit ``tools/result``."""
+        result = self.result
+        assert result is not None
+        if self.definition is not None and self.definition.finalize_content is not None:
+            result = apply_finalize_content(self.definition, result)
+        self.result = result
+        listeners = self.site.listeners(RESULT)
+        if listeners:
+            await emit(listeners, result, RESULT)
         return result
 
-    if not listeners:
-        result = await innermost(call.execution)
-    else:
-        try:
-            result = await _execute_waterfall(listeners, call.execution, innermost)
-        except ListenerError as exc:
-            result = error_result(
-                call.execution.call_id,
-                definition.name,
-                "TOOL_ERROR",
-                f"execute listener failed: {exc}",
-            )
-        else:
-            if not any(result is r for r in produced) and not result.is_error:
-                result = check_output(definition, call.execution, result.value, result.meta)
-    if caller is not None and caller.cancelled:
-        error = result.error
-        if error is None or error.code != "ABORTED":
-            result = error_result(
-                call.execution.call_id, definition.name, "ABORTED", "tool call aborted"
-            )
-    call.result = result
+
+def _is_result(out: object) -> bool:
+    return isinstance(out, ToolResult)
 
 
-async def _execute_waterfall(
-    listeners: list[Any], execution: ToolExecution, innermost: Any
-) -> ToolResult:
-    async def step(index: int, current: ToolExecution) -> ToolResult:
-        if index == len(listeners):
-            result: ToolResult = await innermost(current)
-            return result
-        listener = listeners[index]
-
-        async def next_(*, signal: CancelSignal | None = None) -> ToolResult:
-            if signal is not None and not isinstance(signal, CancelSignal):
-                raise TypeError("next(signal=...) takes a ptc.CancelSignal")
-            swapped = current if signal is None else replace(current, signal=signal)
-            return await step(index + 1, swapped)
-
-        try:
-            out = await listener(current, next_)
-        except ListenerError:
-            raise
-        except Exception as exc:
-            raise ListenerError(f"listener {describe(listener)} raised {exc!r}") from exc
-        if not isinstance(out, ToolResult):
-            raise ListenerError(f"listener {describe(listener)} returned invalid {out!r}")
-        return out
-
-    return await step(0, execution)
+def _swap_signal(execution: ToolExecution, changes: dict[str, object]) -> ToolExecution:
+    signal = changes.pop("signal", None)
+    if changes:
+        raise UsageError(f"next() takes only signal=, got {sorted(changes)}")
+    if signal is None:
+        return execution
+    if not isinstance(signal, CancelSignal):
+        raise UsageError("next(signal=...) takes a ptc.CancelSignal")
+    return replace(execution, signal=signal)
 
 
-async def finish(call: PendingCall) -> ToolResult:
-    """Step 8: tool-owned ``finalize_content`` once, then emit ``tools/result``."""
-    result = call.result
-    assert result is not None
-    if call.definition is not None and call.definition.finalize_content is not None:
-        result = apply_finalize_content(call.definition, result)
-    call.result = result
-    scope = call.scope
-    listeners = scope.runtime._listeners.for_scope(RESULT, scope._chain)
-    if listeners:
-        await emit(listeners, result, RESULT)
-    return result
-
-
-async def run_call(
-    scope: Scope,
-    name: str,
-    arguments: object,
-    *,
-    call_id: str | None = None,
-    root_call_id: str | None = None,
-    parent: ExecutionToken | None = None,
-    signal: CancelSignal | None = None,
-) -> ToolResult:
-    """All eight steps for one call."""
-    call = create(
-        scope,
-        name,
-        arguments,
-        call_id=call_id,
-        root_call_id=root_call_id,
-        parent=parent,
-        signal=signal,
-    )
-    if not call.final:
-        await prepare(call)
-        if not call.final:
-            await dispatch(call)
-            await finalize(call)
-    return await finish(call)
+def results_in_order(results: Sequence[ToolResult | None]) -> list[ToolResult]:
+    """Every slot filled: the scheduler's results in submission order."""
+    out = [r for r in results if r is not None]
+    assert len(out) == len(results)
+    return out

@@ -1,9 +1,16 @@
-"""Pipeline steps 2-4 (pre-execute, approver, guards, signal checks) and 7 (post-execute)."""
+"""The policy decisions of a call: pre-execute, the approver, guards (steps 2-3) and
+post-execute (step 7), as functions over plain data.
+
+They decide; :class:`ptc._pipeline.Call` owns the order of the stages and the state.
+Every failure of a listener, guard or approver fails closed and is reported as a
+:class:`Refusal` (or a ``BLOCKED`` result), never raised.
+"""
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TypeAlias
 
 import anyio
 
@@ -12,6 +19,7 @@ from ._decisions import (
     Accept,
     Allow,
     ApprovalRequest,
+    Approver,
     Ask,
     Block,
     Cancel,
@@ -20,19 +28,47 @@ from ._decisions import (
     PostExecute,
     PreDecision,
 )
-from ._events import POST_EXECUTE, PRE_EXECUTE, ListenerError, describe, run_waterfall
-from ._results import ToolResult, error_content, error_result, freeze_content, text_of
+from ._events import AnyListener, ListenerError, describe, run_waterfall
+from ._json import JSON
+from ._results import ErrorCode, ToolResult, error_content, error_result, freeze_content, text_of
+from ._signals import CancelSignal, on_cancel
+from ._tools import ToolDefinition, ToolExecution
 
-if TYPE_CHECKING:
-    from ._pipeline import PendingCall
+__all__ = (
+    "ABORTED_BEFORE_DISPATCH",
+    "Guard",
+    "Refusal",
+    "check_guards",
+    "decide",
+    "post_execute",
+    "refusal_result",
+)
+
+Guard: TypeAlias = Callable[[ToolExecution], "str | None"]
+"""``guard(execution) -> str | None``: a string denies the call; ``None`` lets it through."""
 
 _ALLOW = Allow()
 _ACCEPT = Accept()
-_ANSWERS = {
+_ANSWERS: dict[str, tuple[ErrorCode, str]] = {
     "rejected": ("ASK_REJECTED", "the user rejected this call"),
     "cancelled": ("ASK_CANCELLED", "the approval request was cancelled"),
     "unavailable": ("ASK_UNAVAILABLE", "approval is unavailable: the approver said so"),
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a call may not be dispatched. ``final`` refusals skip post-execute."""
+
+    code: ErrorCode
+    message: str
+    info: JSON = None
+    final: bool = False
+
+
+ABORTED_BEFORE_DISPATCH = Refusal(
+    "ABORTED_BEFORE_DISPATCH", "tool call aborted before dispatch", final=True
+)
 
 
 def _is_pre(decision: object) -> bool:
@@ -43,126 +79,123 @@ def _is_post(decision: object) -> bool:
     return isinstance(decision, Accept | Block)
 
 
-async def _allow() -> PreDecision:
+async def _allow(_: ToolExecution) -> PreDecision:
     return _ALLOW
 
 
-async def _accept() -> PostDecision:
+async def _accept(_: PostExecute) -> PostDecision:
     return _ACCEPT
 
 
-def _aborted_before_dispatch(call: PendingCall) -> bool:
-    if call.signal is not None and call.signal.cancelled:
-        call.end("ABORTED_BEFORE_DISPATCH", "tool call aborted before dispatch")
-        return True
-    return False
+def _fired(signal: CancelSignal | None) -> bool:
+    return signal is not None and signal.cancelled
 
 
-def _deny(call: PendingCall, code: str, message: str, info: object = None) -> None:
-    # A denial is not final: it still passes post-execute.
-    meta = {"info": info} if info is not None else None
-    try:
-        call.result = error_result(call.execution.call_id, call.execution.name, code, message, meta)
-    except ValueError:
-        call.result = error_result(call.execution.call_id, call.execution.name, code, message)
-
-
-async def prepare(call: PendingCall) -> None:
-    """Steps 2-4. Leaves ``call.result`` unset when the call may be dispatched."""
-    if _aborted_before_dispatch(call):
-        return
-    scope = call.scope
-    execution = call.execution
-    listeners = scope.runtime._listeners.for_scope(PRE_EXECUTE, scope._chain)
+async def decide(
+    execution: ToolExecution,
+    *,
+    listeners: Sequence[AnyListener],
+    approver: Approver | None,
+    guards: Sequence[Guard],
+    signal: CancelSignal | None,
+) -> Refusal | None:
+    """Steps 2-4: pre-execute, the approver, the guards and the signal checks (before
+    pre-execute, after an ask, right before dispatch). ``None``: the call may run."""
+    if _fired(signal):
+        return ABORTED_BEFORE_DISPATCH
     decision: PreDecision = _ALLOW
     if listeners:
         try:
             decision = await run_waterfall(listeners, execution, _allow, _is_pre)
         except ListenerError as exc:
-            _deny(call, "DENIED", f"pre-execute listener failed: {exc}")
-            return
+            return Refusal("DENIED", f"pre-execute listener failed: {exc}")
     if isinstance(decision, Deny):
-        _deny(call, "DENIED", str(decision.reason), decision.info)
-        return
+        return Refusal("DENIED", str(decision.reason), decision.info)
     if isinstance(decision, Cancel):
-        _deny(call, "CANCELLED", "the call was cancelled by policy")
-        return
+        return Refusal("CANCELLED", "the call was cancelled by policy")
     if isinstance(decision, Ask):
-        refusal = await _ask(call, decision)
+        refusal = await _ask(execution, decision, approver, signal)
         # An ask cut short by the signal is ASK_CANCELLED; a completed one is re-checked.
-        if refusal is not None and refusal[0] == "ASK_CANCELLED":
-            _deny(call, *refusal)
-            return
-        if _aborted_before_dispatch(call):
-            return
+        if refusal is not None and refusal.code == "ASK_CANCELLED":
+            return refusal
+        if _fired(signal):
+            return ABORTED_BEFORE_DISPATCH
         if refusal is not None:
-            _deny(call, *refusal)
-            return
-    for layer in scope._chain:
-        for guard in layer._guards:
-            try:
-                verdict: object = guard(execution)
-            except Exception as exc:
-                _deny(call, "DENIED", f"guard {describe(guard)} failed: {exc!r}")
-                return
-            if isinstance(verdict, str):
-                _deny(call, "DENIED", verdict)
-                return
-            if verdict is not None:
-                _deny(call, "DENIED", f"guard {describe(guard)} returned invalid {verdict!r}")
-                return
-    _aborted_before_dispatch(call)
+            return refusal
+    refusal = check_guards(execution, guards)
+    if refusal is not None:
+        return refusal
+    return ABORTED_BEFORE_DISPATCH if _fired(signal) else None
 
 
-async def _ask(call: PendingCall, decision: Ask) -> tuple[str, str] | None:
-    """Ask the approver; ``None`` means allowed-once, else (code, message)."""
-    approver = call.scope.runtime.approver
+def check_guards(execution: ToolExecution, guards: Sequence[Guard]) -> Refusal | None:
+    """Deny-only guards in order; the first string denies, a failing guard denies."""
+    for guard in guards:
+        try:
+            verdict: object = guard(execution)
+        except Exception as exc:
+            return Refusal("DENIED", f"guard {describe(guard)} failed: {exc!r}")
+        if isinstance(verdict, str):
+            return Refusal("DENIED", verdict)
+        if verdict is not None:
+            return Refusal("DENIED", f"guard {describe(guard)} returned invalid {verdict!r}")
+    return None
+
+
+async def _ask(
+    execution: ToolExecution, decision: Ask, approver: Approver | None, signal: CancelSignal | None
+) -> Refusal | None:
+    """Ask the approver; ``None`` means allowed-once."""
     if approver is None:
-        return ("ASK_UNAVAILABLE", "approval is unavailable: no approver is configured")
+        return Refusal("ASK_UNAVAILABLE", "approval is unavailable: no approver is configured")
     request = ApprovalRequest(
-        execution=call.execution, reason=decision.reason, display_reason=decision.display_reason
+        execution=execution, reason=decision.reason, display_reason=decision.display_reason
     )
     answer: object = None
-    signal = call.signal
     try:
         if signal is None:
             answer = await approver(request)
         else:
             # A pending ask resolves as cancelled when the caller's signal fires.
-            async with anyio.create_task_group() as group:
-                remove = signal._on_cancel(group.cancel_scope.cancel)
+            with anyio.CancelScope() as scope:
+                remove = on_cancel(signal, scope.cancel)
                 try:
                     answer = await approver(request)
                 finally:
                     remove()
-            if group.cancel_scope.cancelled_caught:
-                return ("ASK_CANCELLED", "the approval request was cancelled: the call was aborted")
+            if scope.cancelled_caught:
+                return Refusal(
+                    "ASK_CANCELLED", "the approval request was cancelled: the call was aborted"
+                )
     except Exception as exc:
-        return ("ASK_UNAVAILABLE", f"approval is unavailable: the approver raised {exc!r}")
+        return Refusal("ASK_UNAVAILABLE", f"approval is unavailable: the approver raised {exc!r}")
     if answer == "allowed-once" and isinstance(answer, str):
         return None
     if isinstance(answer, str) and answer in _ANSWERS:
-        return _ANSWERS[answer]
-    return ("ASK_UNAVAILABLE", f"approval is unavailable: the approver answered {answer!r}")
+        return Refusal(*_ANSWERS[answer])
+    return Refusal("ASK_UNAVAILABLE", f"approval is unavailable: the approver answered {answer!r}")
 
 
-async def finalize(call: PendingCall) -> None:
+async def post_execute(
+    execution: ToolExecution,
+    result: ToolResult,
+    definition: ToolDefinition | None,
+    listeners: Sequence[AnyListener],
+) -> ToolResult:
     """Step 7: the post-execute waterfall (denials pass here too)."""
-    result = call.result
-    assert result is not None
-    scope = call.scope
-    listeners = scope.runtime._listeners.for_scope(POST_EXECUTE, scope._chain)
     if not listeners:
-        return
-    payload = PostExecute(execution=call.execution, result=result)
+        return result
+    payload = PostExecute(execution=execution, result=result)
     try:
         decision = await run_waterfall(listeners, payload, _accept, _is_post)
-        call.result = _apply(call, result, decision)
-    except (ListenerError, TypeError) as exc:
-        call.result = _blocked(result, f"post-execute listener failed: {exc}")
+        return _apply(result, decision, definition)
+    except (ListenerError, TypeError, ValueError) as exc:
+        return _blocked(result, f"post-execute listener failed: {exc}")
 
 
-def _apply(call: PendingCall, result: ToolResult, decision: PostDecision) -> ToolResult:
+def _apply(
+    result: ToolResult, decision: PostDecision, definition: ToolDefinition | None
+) -> ToolResult:
     if isinstance(decision, Block):
         feedback = decision.feedback
         if isinstance(feedback, str):
@@ -171,9 +204,9 @@ def _apply(call: PendingCall, result: ToolResult, decision: PostDecision) -> Too
         blocked = _blocked(result, text_of(content) or "blocked by policy")
         return replace(blocked, content=content)
     if decision.has_value:
-        if result.is_error or call.definition is None:
+        if result.is_error or definition is None:
             raise ListenerError("Accept(value=...) cannot replace the value of an error result")
-        return rerender(call.definition, result, decision.value)
+        return rerender(definition, result, decision.value)
     if decision.content is not None:
         return replace(result, content=freeze_content(decision.content))
     return result
@@ -184,4 +217,10 @@ def _blocked(result: ToolResult, message: str) -> ToolResult:
     return replace(blocked, content=error_content(message))
 
 
-__all__: list[str] = ["finalize", "prepare"]
+def refusal_result(execution: ToolExecution, refusal: Refusal) -> ToolResult:
+    """The error result of a refusal (``info`` lands in ``meta["info"]`` when it is JSON)."""
+    meta = {"info": refusal.info} if refusal.info is not None else None
+    try:
+        return error_result(execution.call_id, execution.name, refusal.code, refusal.message, meta)
+    except ValueError:
+        return error_result(execution.call_id, execution.name, refusal.code, refusal.message)

@@ -82,9 +82,9 @@ def run_code_description(sdk_stub: str, profile: str, limits: Limits) -> str:
         "- The code is the body of a function: `return value` ends the run with that value "
         "(otherwise the value of a final expression is returned).\n"
         "- Globals `tools`, `parallel` and `ToolCallError` are predefined; do not import them.\n"
-        "- Tool calls are synchronous: `hits = tools.search(query=\"x\")`. Keyword arguments "
+        '- Tool calls are synchronous: `hits = tools.search(query="x")`. Keyword arguments '
         "only; optional ones may be left out.\n"
-        "- Several calls at once: `tools.read.map([{\"id\": 1}, {\"id\": 2}])` or "
+        '- Several calls at once: `tools.read.map([{"id": 1}, {"id": 2}])` or '
         "`parallel(lambda: tools.a(x=1), lambda: tools.b(y=2))`; results come back in order.\n"
         "- A failed or denied call raises `ToolCallError` with `.tool`, `.code`, `.message`; "
         "catch it to recover.\n"

@@ -1,12 +1,15 @@
-"""Tool results and error codes: what a call returns, always as data, never as an exception."""
+"""Tool results and error codes: what a call returns, always as data, never as an exception.
+
+Each :data:`ErrorCode` is a distinct fact about how a call ended (DESIGN section 3).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal, TypeAlias, get_args
+from typing import Final, Literal, TypeAlias, cast, get_args
 
-from ._json import EMPTY, JSON, FrozenDict, FrozenList, freeze
+from ._json import EMPTY, JSON, FrozenDict, FrozenList, freeze, freeze_object
 
 ErrorCode: TypeAlias = Literal[
     "UNKNOWN_TOOL",
@@ -36,7 +39,7 @@ _NO_CONTEXTS: tuple[JSON, ...] = ()
 class ToolError:
     """Why a call failed: one of :data:`ERROR_CODES` and a human-readable message."""
 
-    code: str
+    code: ErrorCode
     message: str
 
 
@@ -47,20 +50,21 @@ class ToolResult:
     call_id: str
     name: str
     is_error: bool
-    content: FrozenList
+    content: Sequence[ContentBlock]
     value: JSON = None
     error: ToolError | None = None
     meta: FrozenDict = field(default=EMPTY)
     additional_contexts: tuple[JSON, ...] = _NO_CONTEXTS
 
 
-def error_content(message: str) -> FrozenList:
+def error_content(message: str) -> Sequence[ContentBlock]:
     """The content of an error result: one text block ``Error: <message>``."""
-    return FrozenList([FrozenDict({"type": "text", "text": f"Error: {message}"})])
+    block = FrozenDict({"type": "text", "text": f"Error: {message}"})
+    return cast(Sequence[ContentBlock], FrozenList([block]))
 
 
 def error_result(
-    call_id: str, name: str, code: str, message: str, meta: Mapping[str, JSON] | None = None
+    call_id: str, name: str, code: ErrorCode, message: str, meta: Mapping[str, JSON] | None = None
 ) -> ToolResult:
     """Build a frozen error result with the standard error content."""
     return ToolResult(
@@ -69,19 +73,20 @@ def error_result(
         is_error=True,
         content=error_content(message),
         error=ToolError(code=code, message=message),
-        meta=EMPTY if not meta else freeze(dict(meta), "$.meta"),
+        meta=EMPTY if not meta else freeze_object(dict(meta), "$.meta"),
     )
 
 
-def freeze_content(content: object) -> FrozenList:
+def freeze_content(content: object) -> Sequence[ContentBlock]:
     """Validate and freeze content: a list of mappings, each with a string ``type``."""
     if not isinstance(content, Sequence) or isinstance(content, str | bytes):
         raise TypeError(f"content must be a list of content blocks, got {type(content).__name__}")
     frozen = freeze(list(content), "$.content")
+    assert isinstance(frozen, FrozenList)
     for index, block in enumerate(frozen):
         if not isinstance(block, dict) or not isinstance(block.get("type"), str):
             raise TypeError(f"content block {index} must be a mapping with a string 'type'")
-    return frozen  # type: ignore[no-any-return]
+    return cast(Sequence[ContentBlock], frozen)  # every block was checked above
 
 
 def text_of(content: Sequence[ContentBlock]) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -21,9 +20,10 @@ from ._body import BodyFailure, BodyResult
 from ._decisions import DispatchLogEntry
 from ._events import DISPATCH_LOG, ListenerError, logger, run_waterfall
 from ._json import JSON, thaw
-from ._results import ToolResult, freeze_content
+from ._results import ContentBlock, ToolResult, freeze_content
 from ._scheduler import Scheduler, ToolCall
-from ._signals import CancelSignal, fuse
+from ._scopes import Scope, call_site
+from ._signals import CancelSignal, fuse, on_cancel
 from ._tools import ToolExecution
 
 
@@ -40,14 +40,16 @@ def _is_content(value: object) -> bool:
 class ProgramRun:
     """The state of one run (see the module docstring)."""
 
-    def __init__(self, execution: ToolExecution, signal: CancelSignal, limits: Limits) -> None:
+    def __init__(
+        self, execution: ToolExecution, scope: Scope, signal: CancelSignal, limits: Limits
+    ) -> None:
         self.execution = execution
-        self.scope = execution.scope
+        self.scope = scope
         self.caller = signal
         self.lifetime = CancelSignal()
         self.signal, self._detach = fuse(signal, self.lifetime)
         self.scheduler = Scheduler(limits.max_parallel_calls)
-        self.dispatch_log: list[dict[str, JSON]] = []
+        self.dispatch_log: list[JSON] = []
         self._count = 0
         self._abort = anyio.Event()
         self._abort_reason = ""
@@ -59,7 +61,7 @@ class ProgramRun:
         self._abort.set()
 
     async def execute(self, backend: WorkerBackend, request: RunRequest) -> BodyResult:
-        remove = self.caller._on_cancel(self._abort.set)
+        remove = on_cancel(self.caller, self._abort.set)
         try:
             async with anyio.create_task_group() as group:
                 self._group = group
@@ -93,8 +95,9 @@ class ProgramRun:
     ) -> None:
         try:
             started = time.perf_counter()
+            # The site is taken per call: visibility is re-checked at dispatch time.
             results = await self.scheduler.run(
-                self.scope,
+                lambda: call_site(self.scope),
                 batch,
                 signal=self.signal,
                 parent=self.execution.token,
@@ -117,11 +120,11 @@ class ProgramRun:
             is_error=result.is_error,
             content=result.content,
         )
-        content: Any = result.content
-        listeners = self.scope.runtime._listeners.for_scope(DISPATCH_LOG, self.scope._chain)
+        content: Sequence[ContentBlock] = result.content
+        listeners = call_site(self.scope).listeners(DISPATCH_LOG)
         if listeners:
 
-            async def original() -> Any:
+            async def original(_: DispatchLogEntry) -> Sequence[ContentBlock]:
                 return result.content
 
             try:
@@ -138,7 +141,7 @@ class ProgramRun:
                 "arguments": entry.arguments,
                 "is_error": result.is_error,
                 "error_code": result.error.code if result.error is not None else None,
-                "content": thaw(content),
+                "content": thaw(list(content)),
                 "duration_ms": round(duration_ms, 3),
             }
         )
@@ -147,8 +150,8 @@ class ProgramRun:
         output = outcome.output
         meta: dict[str, JSON] = {
             "dispatch_log": self.dispatch_log,
-            "enforcement": outcome.enforcement_json(),
-            "stats": outcome.stats.as_json(),
+            "enforcement": thaw(outcome.enforcement_json()),
+            "stats": thaw(outcome.stats.as_json()),
             "output": {"total_bytes": output.total_bytes, "truncated": output.truncated},
         }
         if outcome.ok:

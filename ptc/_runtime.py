@@ -1,118 +1,216 @@
-"""``ToolRuntime``: the scope tree's owner, listener registry and code-mode host."""
+"""``ToolRuntime``: the top of the stack. It owns the scope tree, the listener registry and
+code mode, and closes them."""
 
 from __future__ import annotations
 
-import importlib
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Literal, overload
 
 import anyio
 from anyio.abc import TaskGroup
+from typing_extensions import Unpack
 
-from worker import Containment, Limits, WorkerBackend
+from worker import Containment, Limits, Profile, WorkerBackend
 
-from ._decisions import ApprovalAnswer, ApprovalRequest
-from ._events import CHANGE, Disposer, Listener, Listeners, describe, logger
-from ._scopes import MODES, Mode, Scope
+from ._codemode import CodeMode
+from ._decisions import Approver
+from ._decorator import ToolOptions
+from ._errors import ConfigurationError, UsageError
+from ._events import (
+    CHANGE,
+    AnyListener,
+    DispatchLogListener,
+    Disposer,
+    Event,
+    ExecuteListener,
+    PostExecuteListener,
+    PreExecuteListener,
+    ResultListener,
+    describe,
+    logger,
+)
+from ._layers import MODES, Mode, check_code_options
+from ._scopes import ChangeListener, Scope, ScopeTree
 from ._tools import ToolDefinition
 
-if TYPE_CHECKING:
-    pass
-
-Approver = Callable[[ApprovalRequest], Awaitable[ApprovalAnswer]]
-PROFILES = ("python", "restricted")
-
-
-class CodeModeHooks(Protocol):
-    """What the runtime needs from code mode (``ptc._codemode.CodeMode``)."""
-
-    def run_code_tool(self, scope: Scope, tools: Mapping[str, ToolDefinition]) -> ToolDefinition:
-        """The scope's ``run_code``; ``tools`` are its visible native tools (the SDK's)."""
-
-    def sdk(self, scope: Scope) -> str: ...
-    def on_change(self, scope: Scope) -> None: ...
-    async def aclose(self) -> None: ...
+__all__ = ("ToolRuntime",)
 
 
 class ToolRuntime:
     """Owns the scope tree (``root``), listeners and code mode. Use as an async context manager.
 
-    ``default_mode`` applies where no scope declared ``present_as``; ``profile``,
-    ``limits`` and ``containment`` are the code-mode defaults; ``max_parallel_calls`` caps
-    parallel bodies per ``call_many`` batch; ``backend`` is the worker backend code mode uses.
+    ``default_mode`` applies where no scope declared ``present_as``; ``approver`` answers
+    ``Ask`` decisions; ``profile``, ``limits`` and ``containment`` are the code-mode
+    defaults; ``max_parallel_calls`` caps parallel bodies per ``call_many`` batch;
+    ``backend`` is the worker backend code mode runs programs with (default: a
+    :class:`worker.SubprocessBackend` with ``containment``, started on first use).
     """
 
     def __init__(
         self,
+        *,
         default_mode: Mode = "native",
         approver: Approver | None = None,
-        profile: str = "python",
+        profile: Profile = "python",
         limits: Limits | None = None,
         containment: Containment | None = None,
         max_parallel_calls: int = 10,
         backend: WorkerBackend | None = None,
     ) -> None:
         if default_mode not in MODES:
-            raise ValueError(f"default_mode must be one of {MODES}, got {default_mode!r}")
+            raise ConfigurationError(f"default_mode must be one of {MODES}, got {default_mode!r}")
         if approver is not None and not callable(approver):
-            raise TypeError("approver must be an async callable")
+            raise UsageError("approver must be an async callable")
         if isinstance(max_parallel_calls, bool) or not isinstance(max_parallel_calls, int):
-            raise TypeError("max_parallel_calls must be an int")
+            raise UsageError("max_parallel_calls must be an int")
         if max_parallel_calls < 1:
-            raise ValueError("max_parallel_calls must be at least 1")
-        self._check_code_options(profile, limits)
-        self.default_mode: Mode = default_mode
-        self.approver = approver
-        self.profile = profile
-        self.limits = limits if limits is not None else Limits()
-        self.containment = containment if containment is not None else Containment()
-        self.max_parallel_calls = max_parallel_calls
-        self.backend = backend
-        self._listeners = Listeners()
-        self._version = 0
+            raise ConfigurationError("max_parallel_calls must be at least 1")
+        if containment is not None and not isinstance(containment, Containment):
+            raise UsageError("containment must be ptc.Containment")
+        if backend is not None and not isinstance(backend, WorkerBackend):
+            raise UsageError("backend must be a worker.WorkerBackend")
+        check_code_options(profile, limits)
+        self._tree = ScopeTree(
+            default_mode=default_mode,
+            approver=approver,
+            profile=profile,
+            limits=limits if limits is not None else Limits(),
+            max_parallel_calls=max_parallel_calls,
+            changed=self._changed,
+        )
+        self._containment = containment if containment is not None else Containment()
+        self._code_mode = CodeMode(
+            default_mode=default_mode, backend=backend, containment=self._containment
+        )
+        self._tree.code_mode = self._code_mode
         self._task_group: TaskGroup | None = None
         self._closed = False
-        self.root = Scope(self, "root", None)
-        # Imported lazily: code mode depends on this module, not the other way round.
-        module = importlib.import_module("ptc._codemode")
-        self._code_mode: CodeModeHooks = module.CodeMode(self)
+        self.root = Scope(self._tree, "root", None)
 
-    @staticmethod
-    def _check_code_options(profile: str | None, limits: Limits | None) -> None:
-        if profile is not None and profile not in PROFILES:
-            raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
-        if limits is not None and not isinstance(limits, Limits):
-            raise TypeError("limits must be ptc.Limits")
+    # -- options ------------------------------------------------------------------------
 
-    # -- scopes and registration (delegating to root) ---------------------------------
+    @property
+    def default_mode(self) -> Mode:
+        return self._tree.default_mode
+
+    @property
+    def approver(self) -> Approver | None:
+        return self._tree.approver
+
+    @property
+    def profile(self) -> Profile:
+        return self._tree.profile
+
+    @property
+    def limits(self) -> Limits:
+        return self._tree.limits
+
+    @property
+    def containment(self) -> Containment:
+        return self._containment
+
+    @property
+    def max_parallel_calls(self) -> int:
+        return self._tree.max_parallel_calls
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- scopes and registration (delegating to root) -----------------------------------
 
     def scope(self, name: str) -> Scope:
         """A child of ``root``."""
         return self.root.scope(name)
 
     def register(self, definition: ToolDefinition) -> Disposer:
+        """Register ``definition`` on ``root``."""
         return self.root.register(definition)
 
-    def tool(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
-        """``@runtime.tool``: define and register on ``root``."""
-        return self.root.tool(fn, **options)
+    @overload
+    def tool(self, fn: Callable[..., Any], /) -> ToolDefinition: ...
 
-    def on(self, event: str, listener: Listener, *, scope: Scope | None = None) -> Disposer:
+    @overload
+    def tool(
+        self, /, **options: Unpack[ToolOptions]
+    ) -> Callable[[Callable[..., Any]], ToolDefinition]: ...
+
+    def tool(
+        self, fn: Callable[..., Any] | None = None, /, **options: Unpack[ToolOptions]
+    ) -> ToolDefinition | Callable[[Callable[..., Any]], ToolDefinition]:
+        """``@runtime.tool`` / ``@runtime.tool(...)``: define and register on ``root``."""
+        if fn is not None:
+            return self.root.tool(fn)
+        return self.root.tool(**options)
+
+    @overload
+    def on(
+        self,
+        event: Literal["tools/pre-execute"],
+        listener: PreExecuteListener,
+        *,
+        scope: Scope | None = None,
+    ) -> Disposer: ...
+    @overload
+    def on(
+        self,
+        event: Literal["tools/execute"],
+        listener: ExecuteListener,
+        *,
+        scope: Scope | None = None,
+    ) -> Disposer: ...
+    @overload
+    def on(
+        self,
+        event: Literal["tools/post-execute"],
+        listener: PostExecuteListener,
+        *,
+        scope: Scope | None = None,
+    ) -> Disposer: ...
+    @overload
+    def on(
+        self,
+        event: Literal["tools/ptc-dispatch-log"],
+        listener: DispatchLogListener,
+        *,
+        scope: Scope | None = None,
+    ) -> Disposer: ...
+    @overload
+    def on(
+        self,
+        event: Literal["tools/result"],
+        listener: ResultListener,
+        *,
+        scope: Scope | None = None,
+    ) -> Disposer: ...
+    @overload
+    def on(
+        self,
+        event: Literal["tools/change"],
+        listener: ChangeListener,
+        *,
+        scope: Scope | None = None,
+    ) -> Disposer: ...
+
+    def on(self, event: Event, listener: AnyListener, *, scope: Scope | None = None) -> Disposer:
         """Register a listener; a scoped one sees only that scope and its descendants."""
-        undo = self._listeners.add(event, listener, scope)
-        return Disposer(undo)
+        return self._tree.listeners.add(event, listener, scope)
 
-    # -- changes ----------------------------------------------------------------------
+    # -- changes ------------------------------------------------------------------------
 
     def _changed(self, scope: Scope) -> None:
-        self._version += 1
         try:
             self._code_mode.on_change(scope)
         except Exception:
             logger.exception("code mode failed to handle a tools/change")
-        for listener in self._listeners.for_scope(CHANGE, scope._chain):
+        chain: list[Scope] = []
+        current: Scope | None = scope
+        while current is not None:
+            chain.append(current)
+            current = current.parent
+        for listener in self._tree.listeners.for_chain(CHANGE, chain):
             try:
                 out = listener(scope)
             except Exception:
@@ -121,7 +219,7 @@ class ToolRuntime:
             if inspect.isawaitable(out):
                 self._spawn(out, listener)
 
-    def _spawn(self, awaitable: Awaitable[object], listener: Listener) -> None:
+    def _spawn(self, awaitable: Awaitable[object], listener: AnyListener) -> None:
         # Changes happen in sync code; a coroutine listener runs in the runtime's task group.
         if self._task_group is None:
             if inspect.iscoroutine(awaitable):
@@ -141,7 +239,7 @@ class ToolRuntime:
 
         self._task_group.start_soon(run)
 
-    # -- lifetime ---------------------------------------------------------------------
+    # -- lifetime -----------------------------------------------------------------------
 
     async def __aenter__(self) -> ToolRuntime:
         group = anyio.create_task_group()
@@ -168,6 +266,3 @@ class ToolRuntime:
             group, self._task_group = self._task_group, None
             if group is not None:
                 await group.__aexit__(None, None, None)
-
-
-__all__: Sequence[str] = ("ToolRuntime",)

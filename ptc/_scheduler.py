@@ -4,25 +4,26 @@ Consecutive parallel-safe calls form a group (a sliding pool capped at ``max_par
 an exclusive call is a barrier that waits for in-flight parallel bodies and holds until its
 post-execute is done. Pre-execute phases never overlap. One :class:`Scheduler` may serve
 several concurrent ``run()`` batches (code mode does) and keeps these rules across them.
+The scheduler only decides *when* a call may start its stages; :class:`~ptc._pipeline.Call`
+runs them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import anyio
+from anyio.abc import TaskStatus
 
 from ._json import JSON
-from ._pipeline import PendingCall, create, dispatch, finish, is_parallel, new_call_id
-from ._policy import finalize, prepare
+from ._pipeline import Call, CallSite, Unstarted, new_call_id, results_in_order
 from ._results import ToolResult, error_result
 from ._signals import CancelSignal
 from ._tools import ExecutionToken
 
-if TYPE_CHECKING:
-    from ._scopes import Scope
+__all__ = ("Scheduler", "ToolCall")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +74,12 @@ class _Barrier:
             self._condition.notify_all()
 
 
+def _aborted(call_id: str, name: str) -> ToolResult:
+    return error_result(
+        call_id, name, "ABORTED_BEFORE_DISPATCH", "tool call aborted before dispatch"
+    )
+
+
 class Scheduler:
     """Runs batches of calls; create one per ``call_many`` or one per ``run_code`` run."""
 
@@ -86,30 +93,29 @@ class Scheduler:
 
     async def run(
         self,
-        scope: Scope,
+        site: Callable[[], CallSite],
         calls: Sequence[ToolCall],
         *,
         signal: CancelSignal | None = None,
         parent: ExecutionToken | None = None,
         root_call_id: str | None = None,
     ) -> list[ToolResult]:
-        """Run ``calls``; results in submission order. Unstarted calls on abort are
-        ``ABORTED_BEFORE_DISPATCH`` (not emitted); started ones drain."""
+        """Run ``calls``; results in submission order. Calls not started when ``signal``
+        fires are ``ABORTED_BEFORE_DISPATCH`` (not emitted); started ones drain.
+
+        ``site()`` is asked as each call is created, so a tool disposed by an earlier call
+        of the batch is already gone for a later one.
+        """
         results: list[ToolResult | None] = [None] * len(calls)
         in_flight: list[anyio.Event] = []
         async with anyio.create_task_group() as group:
             for index, spec in enumerate(calls):
                 call_id = spec.call_id or new_call_id()
                 if signal is not None and signal.cancelled:
-                    results[index] = error_result(
-                        call_id,
-                        spec.name,
-                        "ABORTED_BEFORE_DISPATCH",
-                        "tool call aborted before dispatch",
-                    )
+                    results[index] = _aborted(call_id, spec.name)
                     continue
-                call = create(
-                    scope,
+                call = Call.create(
+                    site(),
                     spec.name,
                     spec.arguments,
                     call_id=call_id,
@@ -118,69 +124,69 @@ class Scheduler:
                     signal=signal,
                 )
                 if call.final:
-                    results[index] = await finish(call)
-                elif is_parallel(call):
-                    await self._slots.acquire()
-                    await self._barrier.acquire_shared()
-                    if signal is not None and signal.cancelled:
-                        # Aborted while waiting for a slot: unstarted, abandoned unlogged.
-                        await self._release_parallel()
-                        results[index] = error_result(
-                            call_id,
-                            spec.name,
-                            "ABORTED_BEFORE_DISPATCH",
-                            "tool call aborted before dispatch",
-                        )
-                        continue
-                    try:
-                        async with self._prepare_lock:
-                            await prepare(call)
-                    except BaseException:
-                        await self._release_parallel()
-                        raise
-                    done = anyio.Event()
-                    if len(calls) == 1:
-                        # Nothing to overlap with in this batch: skip a task spawn (hot path
-                        # of sequential calls from code mode).
-                        await self._finish_parallel(call, results, index, done)
-                        continue
-                    in_flight.append(done)
-                    group.start_soon(self._finish_parallel, call, results, index, done)
-                else:
+                    results[index] = await call.run()
+                elif not call.parallel:
                     # Exclusive: wait for this batch's parallel calls, then own the barrier.
                     for done in in_flight:
                         await done.wait()
                     in_flight.clear()
-                    results[index] = await self._run_exclusive(call)
-        return [r for r in results if r is not None]
+                    results[index] = await call.run(
+                        admission=self._exclusive(), prepare_lock=self._prepare_lock
+                    )
+                elif len(calls) == 1:
+                    # Nothing to overlap with: no task (the hot path of code-mode calls).
+                    results[index] = await call.run(
+                        admission=self._shared(signal), prepare_lock=self._prepare_lock
+                    )
+                else:
+                    done = anyio.Event()
+                    in_flight.append(done)
+                    # start() returns once the call's pre-execute is over: the next call's
+                    # pre-execute begins only then, and a full pool holds the loop here.
+                    await group.start(self._run_parallel, call, results, index, done, signal)
+        return results_in_order(results)
 
-    async def _run_exclusive(self, call: PendingCall) -> ToolResult:
-        await self._barrier.acquire_exclusive()
-        try:
-            async with self._prepare_lock:
-                await prepare(call)
-            if not call.final:
-                await dispatch(call)
-                await finalize(call)
-        finally:
-            await self._barrier.release_exclusive()
-        return await finish(call)
-
-    async def _finish_parallel(
-        self, call: PendingCall, results: list[ToolResult | None], index: int, done: anyio.Event
+    async def _run_parallel(
+        self,
+        call: Call,
+        results: list[ToolResult | None],
+        index: int,
+        done: anyio.Event,
+        signal: CancelSignal | None,
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         try:
-            try:
-                if not call.final:
-                    await dispatch(call)
-                    await finalize(call)
-            finally:
-                await self._release_parallel()
-            results[index] = await finish(call)
+            results[index] = await call.run(
+                admission=self._shared(signal),
+                prepare_lock=self._prepare_lock,
+                prepared=task_status.started,
+            )
         finally:
             done.set()
 
-    async def _release_parallel(self) -> None:
-        with anyio.CancelScope(shield=True):
-            await self._barrier.release_shared()
-        self._slots.release()
+    @asynccontextmanager
+    async def _shared(self, signal: CancelSignal | None) -> AsyncIterator[None]:
+        await self._slots.acquire()
+        try:
+            await self._barrier.acquire_shared()
+        except BaseException:
+            self._slots.release()
+            raise
+        try:
+            if signal is not None and signal.cancelled:
+                raise Unstarted  # aborted while waiting for a slot: never started
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._barrier.release_shared()
+            self._slots.release()
+
+    @asynccontextmanager
+    async def _exclusive(self) -> AsyncIterator[None]:
+        await self._barrier.acquire_exclusive()
+        try:
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._barrier.release_exclusive()

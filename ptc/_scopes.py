@@ -1,106 +1,178 @@
-"""Scopes: one layer each (tools, restrictions, guards, mode) and the four-step ``view()``."""
+"""Scopes: a tree of layers (tools, restrictions, guards, mode), each with its ``view()``,
+its model-facing tool list and its calls.
+
+A :class:`Scope` knows nothing of the runtime above it: what the tree shares (the listener
+registry, the approver, the code options, the change counter and the code-mode hooks)
+lives in one :class:`ScopeTree` the runtime creates.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias, overload
 
-from ._events import Disposer, Listener
+from typing_extensions import Unpack
+
+from worker import Limits, Profile
+
+from ._decisions import Approver
+from ._decorator import ToolOptions, tool_decorator
+from ._errors import ClosedError, ConfigurationError, ScopeError, UsageError
+from ._events import (
+    AnyListener,
+    DispatchLogListener,
+    Disposer,
+    Event,
+    ExecuteListener,
+    Listeners,
+    PostExecuteListener,
+    PreExecuteListener,
+    ResultListener,
+)
 from ._json import JSON
+from ._layers import (
+    MODES,
+    Layer,
+    Mode,
+    ModelFormat,
+    Restriction,
+    ToolView,
+    check_code_options,
+    model_spec,
+    names_of,
+    visible_tools,
+)
+from ._pipeline import Call, CallSite
+from ._policy import Guard
 from ._results import ToolResult
+from ._scheduler import Scheduler, ToolCall
 from ._signals import CancelSignal
-from ._tools import RESERVED_NAME, ExecutionToken, ToolDefinition, ToolExecution
+from ._tools import RESERVED_NAME, ToolDefinition
 
-if TYPE_CHECKING:
-    from worker import Limits
+__all__ = ("ChangeListener", "CodeModeHooks", "Scope", "ScopeTree", "call_site", "subtree")
 
-    from ._runtime import ToolRuntime
-    from ._scheduler import ToolCall
-
-Mode: TypeAlias = Literal["native", "code", "both"]
-MODES: tuple[Mode, ...] = ("native", "code", "both")
-ModelFormat: TypeAlias = Literal["raw", "openai", "anthropic", "mcp"]
-Guard: TypeAlias = Callable[[ToolExecution], "str | None"]
+ChangeListener: TypeAlias = "Callable[[Scope], object]"
+"""A ``tools/change`` listener: a plain function or a coroutine function of the scope."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ToolView:
-    """What a scope sees: ``visible`` (ordered name -> definition) and the names it may name."""
+class CodeModeHooks(Protocol):
+    """What scopes need from code mode (the runtime installs :class:`ptc._codemode.CodeMode`)."""
 
-    visible: Mapping[str, ToolDefinition]
-    known_names: frozenset[str]
-    restrictable_names: frozenset[str]
+    def run_code_tool(self, scope: Scope, tools: Mapping[str, ToolDefinition]) -> ToolDefinition:
+        """The scope's ``run_code``; ``tools`` are its visible native tools (its SDK's)."""
+        ...
+
+    def sdk(self, scope: Scope) -> str:
+        """The SDK stub of the scope's visible native tools."""
+        ...
 
 
-@dataclass(frozen=True, slots=True)
-class _Restriction:
-    allow: frozenset[str] | None
-    deny: frozenset[str]
+class ScopeTree:
+    """What every scope of one runtime shares. Created by the runtime, read by scopes."""
 
-    def admits(self, name: str) -> bool:
-        return (self.allow is None or name in self.allow) and name not in self.deny
+    def __init__(
+        self,
+        *,
+        default_mode: Mode,
+        approver: Approver | None,
+        profile: Profile,
+        limits: Limits,
+        max_parallel_calls: int,
+        changed: Callable[[Scope], None],
+    ) -> None:
+        self.default_mode = default_mode
+        self.approver = approver
+        self.profile = profile
+        self.limits = limits
+        self.max_parallel_calls = max_parallel_calls
+        self.listeners = Listeners()
+        self.version = 0
+        self.code_mode: CodeModeHooks | None = None
+        self._changed = changed
+
+    def changed(self, scope: Scope) -> None:
+        self.version += 1
+        self._changed(scope)
 
 
 class Scope:
     """A node in the scope tree. Create with ``runtime.scope(name)`` / ``scope.scope(name)``."""
 
-    def __init__(self, runtime: ToolRuntime, name: str, parent: Scope | None) -> None:
-        self.runtime = runtime
-        self.name = name
-        self.parent = parent
+    def __init__(self, tree: ScopeTree, name: str, parent: Scope | None) -> None:
+        self._tree = tree
+        self._name = name
+        self._parent = parent
         self._chain: tuple[Scope, ...] = (*parent._chain, self) if parent else (self,)
-        self._tools: dict[str, ToolDefinition] = {}
-        self._restrictions: list[_Restriction] = []
-        self._guards: list[Guard] = []
-        self._mode: Mode | None = None
-        self._profile: str | None = None
-        self._limits: Limits | None = None
+        self._layer = Layer()
         self._children: dict[str, Scope] = {}
         self._disposers: list[Disposer] = []
         self._closed = False
-        self._view: tuple[int, ToolView] | None = None
+        self._cache: tuple[int, ToolView, CallSite] | None = None
 
     def __repr__(self) -> str:
-        return f"<Scope {'/'.join(s.name for s in self._chain)}>"
+        return f"<Scope {self.path}>"
 
-    # -- tree -------------------------------------------------------------------------
+    # -- the tree -----------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def parent(self) -> Scope | None:
+        return self._parent
+
+    @property
+    def path(self) -> str:
+        """The names from the root down, joined by ``/`` (``"root/researcher"``)."""
+        return "/".join(s._name for s in self._chain)
+
+    @property
+    def children(self) -> tuple[Scope, ...]:
+        """The open child scopes, in creation order."""
+        return tuple(self._children.values())
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def scope(self, name: str) -> Scope:
         """Create a child scope (a live sibling with the same name is an error)."""
         self._check_open()
         if not isinstance(name, str) or not name:
-            raise ValueError("a scope name must be a non-empty string")
+            raise ScopeError("a scope name must be a non-empty string")
         if name in self._children:
-            raise ValueError(f"{self!r} already has an open child scope named {name!r}")
-        child = Scope(self.runtime, name, self)
+            raise ScopeError(f"{self!r} already has an open child scope named {name!r}")
+        child = Scope(self._tree, name, self)
         self._children[name] = child
         return child
 
     def close(self) -> None:
-        """Dispose everything this scope registered, close its children, forget its mode."""
+        """Dispose everything this scope registered, close its children, forget its mode.
+
+        The root stays usable (it is emptied); any other scope is closed for good.
+        """
         if self._closed:
             return
         for child in list(self._children.values()):
             child.close()
         for dispose in reversed(self._disposers):
             dispose()
-        for undo in self.runtime._listeners.scoped_to(self):
-            undo()
+        self._tree.listeners.remove_scope(self)
         self._disposers.clear()
-        self._mode = self._profile = self._limits = None
-        if self.parent is not None:
-            self.parent._children.pop(self.name, None)
+        self._layer.clear_options()
+        if self._parent is not None:
+            self._parent._children.pop(self._name, None)
             self._closed = True
         self._changed()
 
     def _check_open(self) -> None:
         if self._closed:
-            raise RuntimeError(f"{self!r} is closed")
+            raise ClosedError(f"{self!r} is closed")
 
     def _changed(self) -> None:
-        self.runtime._changed(self)
+        self._tree.changed(self)
 
     def _track(self, undo: Callable[[], None]) -> Disposer:
         def run() -> None:
@@ -111,63 +183,68 @@ class Scope:
         self._disposers.append(disposer)
         return disposer
 
-    # -- registration -----------------------------------------------------------------
+    # -- registration -------------------------------------------------------------------
 
     def register(self, definition: ToolDefinition) -> Disposer:
         """Add a tool to this scope's layer; return its disposer."""
         self._check_open()
         if not isinstance(definition, ToolDefinition):
-            raise TypeError("register() takes a ToolDefinition (see define_tool / @tool)")
+            raise UsageError("register() takes a ToolDefinition (see define_tool / @tool)")
         name = definition.name
+        tools = self._layer.tools
         if name == RESERVED_NAME:
-            raise ValueError(f"`{RESERVED_NAME}` is reserved and cannot be registered")
-        if name in self._tools:
-            raise ValueError(f"tool {name!r} is already registered in {self!r}")
-        self._tools[name] = definition
+            raise ScopeError(f"`{RESERVED_NAME}` is reserved and cannot be registered")
+        if name in tools:
+            raise ScopeError(f"tool {name!r} is already registered in {self!r}")
+        tools[name] = definition
 
         def undo() -> None:
-            if self._tools.get(name) is definition:
-                del self._tools[name]
+            if tools.get(name) is definition:
+                del tools[name]
 
         disposer = self._track(undo)
         self._changed()
         return disposer
 
-    def tool(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+    @overload
+    def tool(self, fn: Callable[..., Any], /) -> ToolDefinition: ...
+
+    @overload
+    def tool(
+        self, /, **options: Unpack[ToolOptions]
+    ) -> Callable[[Callable[..., Any]], ToolDefinition]: ...
+
+    def tool(
+        self, fn: Callable[..., Any] | None = None, /, **options: Unpack[ToolOptions]
+    ) -> ToolDefinition | Callable[[Callable[..., Any]], ToolDefinition]:
         """``@scope.tool`` / ``@scope.tool(...)``: ``ptc.tool`` plus ``register``."""
-        from ._decorator import tool as make_tool
-
-        def build(func: Callable[..., Any]) -> ToolDefinition:
-            definition = make_tool(**options)(func)
-            self.register(definition)
-            return definition
-
-        return build(fn) if fn is not None else build
+        return tool_decorator(fn, options, self.register)
 
     def restrict(
         self, allow: Iterable[str] | None = None, deny: Iterable[str] | None = None
     ) -> Disposer:
         """Filter inherited tools (allow lists intersect, deny lists union). Not on root."""
         self._check_open()
-        if self.parent is None:
-            raise ValueError("restrict() is for child scopes; the root has nothing to inherit")
+        if self._parent is None:
+            raise ScopeError("restrict() is for child scopes; the root has nothing to inherit")
         if allow is None and deny is None:
-            raise ValueError("restrict() needs allow=, deny= or both")
-        allowed = None if allow is None else frozenset(_names(allow, "allow"))
-        denied = frozenset(_names(deny or (), "deny"))
+            raise ScopeError("restrict() needs allow=, deny= or both")
+        allowed = None if allow is None else names_of(allow, "allow")
+        denied = names_of(deny or (), "deny")
         named = (allowed or frozenset()) | denied
         if RESERVED_NAME in named:
-            raise ValueError(f"`{RESERVED_NAME}` cannot be restricted")
+            raise ScopeError(f"`{RESERVED_NAME}` cannot be restricted")
         restrictable = self.view().restrictable_names
         unknown = sorted(named - restrictable)
         if unknown:
-            raise ValueError(
+            raise ScopeError(
                 f"cannot restrict {unknown}: not inherited by {self!r}; restrictable names:"
                 f" {sorted(restrictable)}"
             )
-        restriction = _Restriction(allowed, denied)
-        self._restrictions.append(restriction)
-        disposer = self._track(lambda: _remove(self._restrictions, restriction))
+        restriction = Restriction(allowed, denied)
+        restrictions = self._layer.restrictions
+        restrictions.append(restriction)
+        disposer = self._track(lambda: _remove(restrictions, restriction))
         self._changed()
         return disposer
 
@@ -175,84 +252,118 @@ class Scope:
         """Add a deny-only guard ``fn(execution) -> str | None`` (a string denies)."""
         self._check_open()
         if not callable(fn):
-            raise TypeError("guard() takes a callable")
-        self._guards.append(fn)
-        disposer = self._track(lambda: _remove(self._guards, fn))
+            raise UsageError("guard() takes a callable")
+        guards = self._layer.guards
+        guards.append(fn)
+        disposer = self._track(lambda: _remove(guards, fn))
         self._changed()
         return disposer
 
-    def on(self, event: str, listener: Listener) -> Disposer:
-        """``runtime.on(event, listener, scope=self)``."""
-        return self.runtime.on(event, listener, scope=self)
+    @overload
+    def on(self, event: Literal["tools/pre-execute"], listener: PreExecuteListener) -> Disposer: ...
+    @overload
+    def on(self, event: Literal["tools/execute"], listener: ExecuteListener) -> Disposer: ...
+    @overload
+    def on(
+        self, event: Literal["tools/post-execute"], listener: PostExecuteListener
+    ) -> Disposer: ...
+    @overload
+    def on(
+        self, event: Literal["tools/ptc-dispatch-log"], listener: DispatchLogListener
+    ) -> Disposer: ...
+    @overload
+    def on(self, event: Literal["tools/result"], listener: ResultListener) -> Disposer: ...
+    @overload
+    def on(self, event: Literal["tools/change"], listener: ChangeListener) -> Disposer: ...
+
+    def on(self, event: Event, listener: AnyListener) -> Disposer:
+        """Listen to ``event`` for this scope and its descendants (see ``ToolRuntime.on``)."""
+        return self._tree.listeners.add(event, listener, self)
 
     def present_as(
-        self, mode: Mode, *, profile: str | None = None, limits: Limits | None = None
+        self, mode: Mode, *, profile: Profile | None = None, limits: Limits | None = None
     ) -> None:
         """Declare the presentation mode (and code options) for this scope and its subtree."""
         self._check_open()
-        if self.parent is None:
-            raise ValueError("present_as() is per scope; set ToolRuntime(default_mode=...)")
+        if self._parent is None:
+            raise ScopeError("present_as() is per scope; set ToolRuntime(default_mode=...)")
         if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        if self._mode is not None:
-            raise ValueError(f"{self!r} already presents as {self._mode!r}")
-        self.runtime._check_code_options(profile, limits)
-        self._mode, self._profile, self._limits = mode, profile, limits
+            raise ConfigurationError(f"mode must be one of {MODES}, got {mode!r}")
+        layer = self._layer
+        if layer.mode is not None:
+            raise ScopeError(f"{self!r} already presents as {layer.mode!r}")
+        check_code_options(profile, limits)
+        layer.mode, layer.profile, layer.limits = mode, profile, limits
         self._changed()
 
-    # -- reading ----------------------------------------------------------------------
+    # -- reading ------------------------------------------------------------------------
 
-    def code_options(self) -> tuple[Mode, str, Limits]:
+    @property
+    def declared_mode(self) -> Mode | None:
+        """The mode this scope itself declared with ``present_as`` (``None``: inherited)."""
+        return self._layer.mode
+
+    def code_options(self) -> tuple[Mode, Profile, Limits]:
         """``(mode, profile, limits)``, each resolved nearest declaration first."""
-        runtime = self.runtime
+        tree = self._tree
         mode: Mode | None = None
-        profile: str | None = None
+        profile: Profile | None = None
         limits: Limits | None = None
-        for layer in reversed(self._chain):
-            mode = mode or layer._mode
-            profile = profile or layer._profile
-            limits = limits or layer._limits
-        return (mode or runtime.default_mode, profile or runtime.profile, limits or runtime.limits)
+        for scope in reversed(self._chain):
+            layer = scope._layer
+            mode = mode or layer.mode
+            profile = profile or layer.profile
+            limits = limits or layer.limits
+        return (mode or tree.default_mode, profile or tree.profile, limits or tree.limits)
 
     def view(self) -> ToolView:
         """The four-step visibility algorithm (cached until the next change)."""
-        version = self.runtime._version
-        cached = self._view
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        inherited: dict[str, ToolDefinition] = {}
-        for layer in self._chain[:-1]:
-            inherited.update(layer._tools)
-        restrictions = [r for layer in self._chain for r in layer._restrictions]
-        visible = {
-            name: d for name, d in inherited.items() if all(r.admits(name) for r in restrictions)
-        }
-        visible.update(self._tools)
-        if self.code_options()[0] != "native":
+        return self._resolved()[0]
+
+    def _resolved(self) -> tuple[ToolView, CallSite]:
+        tree = self._tree
+        cached = self._cache
+        if cached is not None and cached[0] == tree.version:
+            return cached[1], cached[2]
+        visible, restrictable = visible_tools([s._layer for s in self._chain])
+        mode = self.code_options()[0]
+        if mode != "native":
             # Code mode sees the native tools only: run_code's SDK is built from them.
-            native = MappingProxyType(dict(visible))
-            visible[RESERVED_NAME] = self.runtime._code_mode.run_code_tool(self, native)
-        restrictable = frozenset(inherited)
+            assert tree.code_mode is not None
+            natives = MappingProxyType(dict(visible))
+            visible[RESERVED_NAME] = tree.code_mode.run_code_tool(self, natives)
+        frozen = MappingProxyType(visible)
         view = ToolView(
-            visible=MappingProxyType(visible),
-            known_names=restrictable | frozenset(self._tools),
+            visible=frozen,
+            known_names=restrictable | frozenset(self._layer.tools),
             restrictable_names=restrictable,
         )
-        self._view = (version, view)
-        return view
+        site = CallSite(
+            scope=self,
+            chain=self._chain,
+            visible=frozen,
+            guards=tuple(g for s in self._chain for g in s._layer.guards),
+            collapse=mode == "code",
+            registry=tree.listeners,
+            approver=tree.approver,
+        )
+        self._cache = (tree.version, view, site)
+        return view, site
 
     def model_tools(self, format: ModelFormat = "raw") -> list[dict[str, JSON]]:
         """The tool specs for the model: name, description and input schema only."""
         visible = self.view().visible
         if self.code_options()[0] == "code":
             visible = {k: v for k, v in visible.items() if k == RESERVED_NAME}
-        return [_spec(d, format) for d in visible.values()]
+        return [model_spec(d, format) for d in visible.values()]
 
     def sdk(self) -> str:
-        """The SDK text for this scope's visible tools (from code mode)."""
-        return self.runtime._code_mode.sdk(self)
+        """The SDK text for this scope's visible tools."""
+        code_mode = self._tree.code_mode
+        assert code_mode is not None
+        return code_mode.sdk(self)
 
-    # -- calling ----------------------------------------------------------------------
+    # -- calling ------------------------------------------------------------------------
 
     async def call(
         self,
@@ -263,37 +374,15 @@ class Scope:
         signal: CancelSignal | None = None,
     ) -> ToolResult:
         """Run one call through the pipeline. Never raises for policy or tool failures."""
-        return await self._call(name, arguments, call_id=call_id, signal=signal)
-
-    async def _call(
-        self,
-        name: str,
-        arguments: object,
-        *,
-        call_id: str | None = None,
-        root_call_id: str | None = None,
-        parent: ExecutionToken | None = None,
-        signal: CancelSignal | None = None,
-    ) -> ToolResult:
-        from ._pipeline import run_call
-
-        return await run_call(
-            self,
-            name,
-            arguments,
-            call_id=call_id,
-            root_call_id=root_call_id,
-            parent=parent,
-            signal=signal,
-        )
+        call = Call.create(self._resolved()[1], name, arguments, call_id=call_id, signal=signal)
+        return await call.run()
 
     async def call_many(
         self, calls: Sequence[ToolCall], *, signal: CancelSignal | None = None
     ) -> list[ToolResult]:
         """Run a batch under the scheduler's rules; results in submission order."""
-        from ._scheduler import Scheduler
-
-        return await Scheduler(self.runtime.max_parallel_calls).run(self, calls, signal=signal)
+        scheduler = Scheduler(self._tree.max_parallel_calls)
+        return await scheduler.run(lambda: self._resolved()[1], calls, signal=signal)
 
     async def run_code(
         self,
@@ -310,13 +399,20 @@ class Scope:
         return await self.call(RESERVED_NAME, arguments, call_id=call_id, signal=signal)
 
 
-def _names(names: Iterable[str], label: str) -> list[str]:
-    if isinstance(names, str):
-        raise TypeError(f"{label}= takes a list of names, not a string")
-    out = list(names)
-    if not all(isinstance(n, str) for n in out):
-        raise TypeError(f"{label}= takes tool names (strings)")
-    return out
+def call_site(scope: Scope) -> CallSite:
+    """The scope's current :class:`CallSite` (code mode dispatches nested calls with it,
+    so visibility is re-checked at dispatch time)."""
+    return scope._resolved()[1]
+
+
+def subtree(scope: Scope) -> list[Scope]:
+    """``scope`` and all its open descendants."""
+    found = [scope]
+    index = 0
+    while index < len(found):
+        found.extend(found[index].children)
+        index += 1
+    return found
 
 
 def _remove(items: list[Any], item: object) -> None:
@@ -324,16 +420,3 @@ def _remove(items: list[Any], item: object) -> None:
         if existing is item:
             del items[index]
             return
-
-
-def _spec(definition: ToolDefinition, format: ModelFormat) -> dict[str, JSON]:
-    name, description = definition.name, definition.description
-    schema = dict(definition.input_schema)
-    if format in ("raw", "anthropic"):
-        return {"name": name, "description": description, "input_schema": schema}
-    if format == "openai":
-        fn = {"name": name, "description": description, "parameters": schema}
-        return {"type": "function", "function": fn}
-    if format == "mcp":
-        return {"name": name, "description": description, "inputSchema": schema}
-    raise ValueError(f"format must be raw, openai, anthropic or mcp, got {format!r}")

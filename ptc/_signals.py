@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import anyio
 
-__all__ = ["CancelSignal", "fuse"]
+__all__ = ["CancelSignal", "fuse", "on_cancel"]
 
 
 class CancelSignal:
@@ -81,6 +81,14 @@ def _noop() -> None:
     pass
 
 
+def on_cancel(signal: CancelSignal, callback: Callable[[], None]) -> Callable[[], None]:
+    """Run ``callback`` when ``signal`` fires (at once if it has); return a remover.
+
+    For ptc's own stages (a body's cancel scope, a pending ask); hosts use ``wait()``.
+    """
+    return signal._on_cancel(callback)
+
+
 def _relay(source: CancelSignal, target: CancelSignal) -> Callable[[], None]:
     return lambda: target.cancel(source.reason)
 
@@ -100,7 +108,7 @@ def fuse(*sources: CancelSignal | None) -> tuple[CancelSignal, Callable[[], None
         if source.cancelled:
             fused.cancel(source.reason)
             break
-        removers.append(source._on_cancel(_relay(source, fused)))
+        removers.append(on_cancel(source, _relay(source, fused)))
 
     def detach() -> None:
         for remove in removers:

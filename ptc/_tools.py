@@ -1,4 +1,10 @@
-"""Tool definitions: ``define_tool``, the ``@tool`` decorator and what a body receives."""
+"""Tool definitions (``define_tool``) and what one execution of a tool is made of.
+
+:class:`ToolDefinition` is validated once, at construction: name, description, options and
+both schemas (against their meta-schema, one cached validator each). :class:`ToolExecution`
+is one call as the pipeline and its listeners see it; :class:`ToolContext` is what a body
+receives besides its arguments.
+"""
 
 from __future__ import annotations
 
@@ -8,24 +14,61 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Protocol, TypeAlias
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-
-from ._json import JSON
-from ._results import ContentBlock
+from ._errors import DefinitionError, UsageError
+from ._json import JSON, FrozenDict
+from ._results import ContentBlock, ToolResult
+from ._schemas import SchemaValidator, compile_schema
 from ._signals import CancelSignal
 
-if TYPE_CHECKING:
-    from ._scopes import Scope
+__all__ = (
+    "NAME_PATTERN",
+    "RESERVED_NAME",
+    "Classifier",
+    "Execute",
+    "ExecutionToken",
+    "Output",
+    "Render",
+    "ScopeRef",
+    "ToolContext",
+    "ToolDefinition",
+    "ToolExecution",
+    "compact_json_render",
+    "define_tool",
+)
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 RESERVED_NAME = "run_code"
 
 Render: TypeAlias = Callable[[JSON], Sequence[ContentBlock]]
-Classifier: TypeAlias = Callable[[JSON], object]
-Execute: TypeAlias = Callable[[JSON, "ToolContext"], Any]
+"""``render(value) -> content``: pure; turns a tool's canonical value into content blocks."""
+Classifier: TypeAlias = Callable[[FrozenDict], object]
+"""``concurrency_safe`` as a function of the (validated, frozen) arguments."""
+FinalizeContent: TypeAlias = Callable[[Sequence[ContentBlock]], Sequence[ContentBlock]]
+
+
+class ScopeRef(Protocol):
+    """The scope an execution runs in: a :class:`ptc.Scope`, seen from this layer.
+
+    Compare scopes with ``is``; ``isinstance(execution.scope, ptc.Scope)`` gives the full
+    class when more than these members is needed.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def path(self) -> str: ...
+
+    async def call(
+        self,
+        name: str,
+        arguments: Mapping[str, JSON],
+        *,
+        call_id: str | None = None,
+        signal: CancelSignal | None = None,
+    ) -> ToolResult: ...
 
 
 class ExecutionToken:
@@ -39,13 +82,17 @@ class ExecutionToken:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolExecution:
-    """One call as the pipeline sees it. Frozen; ``arguments`` are frozen JSON."""
+    """One call as the pipeline sees it. Frozen; ``arguments`` are frozen JSON.
+
+    ``parent`` is the token of the ``run_code`` execution a nested call came from
+    (``None`` for a direct call); ``signal`` is what a body should watch.
+    """
 
     call_id: str
     root_call_id: str
     name: str
-    arguments: JSON
-    scope: Scope
+    arguments: FrozenDict
+    scope: ScopeRef
     token: ExecutionToken
     parent: ExecutionToken | None
     signal: CancelSignal
@@ -57,6 +104,10 @@ class ToolContext:
 
     execution: ToolExecution
     signal: CancelSignal
+
+
+Execute: TypeAlias = Callable[[FrozenDict, ToolContext], object]
+"""``execute(arguments, context)``: sync (run in a worker thread) or async; returns the value."""
 
 
 def compact_json_render(value: JSON) -> list[ContentBlock]:
@@ -74,24 +125,13 @@ class Output:
     presentation_meta: Mapping[str, JSON] | None = None
 
 
-def _check_schema(schema: object, where: str) -> Draft202012Validator:
-    if not isinstance(schema, Mapping):
-        raise ValueError(f"{where} must be a JSON Schema object, got {type(schema).__name__}")
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        path = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in exc.path)
-        raise ValueError(f"{where}{path} is not a valid JSON Schema: {exc.message}") from exc
-    return Draft202012Validator(schema)
-
-
 @dataclass(frozen=True, kw_only=True)
 class ToolDefinition:
     """A validated tool. Build it with :func:`define_tool` or ``@tool``.
 
-    ``cooperative_cancel`` (internal): the pipeline does not cancel the body's task when
-    the signal fires; the body must react to ``context.signal`` itself. Such a tool cannot
-    have ``timeout_seconds`` (``ValueError``).
+    ``cooperative_cancel`` (for ``run_code``): the pipeline does not cancel the body's
+    task when the signal fires; the body must react to ``context.signal`` itself. Such a
+    tool cannot have ``timeout_seconds``.
     """
 
     name: str
@@ -101,39 +141,43 @@ class ToolDefinition:
     execute: Execute
     concurrency_safe: bool | Classifier | None = None
     timeout_seconds: float | None = None
-    finalize_content: Callable[[Sequence[ContentBlock]], Sequence[ContentBlock]] | None = None
+    finalize_content: FinalizeContent | None = None
     cooperative_cancel: bool = False
-    _input_validator: Draft202012Validator = field(init=False, repr=False, compare=False)
-    _output_validator: Draft202012Validator = field(init=False, repr=False, compare=False)
-    _is_async: bool = field(init=False, repr=False, compare=False)
+    input_validator: SchemaValidator = field(init=False, repr=False, compare=False)
+    output_validator: SchemaValidator = field(init=False, repr=False, compare=False)
+    is_async: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not NAME_PATTERN.match(self.name):
-            raise ValueError(f"tool name {self.name!r} must match {NAME_PATTERN.pattern}")
+            raise DefinitionError(f"tool name {self.name!r} must match {NAME_PATTERN.pattern}")
         if not isinstance(self.description, str) or not self.description.strip():
-            raise ValueError(f"tool {self.name!r}: description must be a non-blank string")
+            raise DefinitionError(f"tool {self.name!r}: description must be a non-blank string")
         if not isinstance(self.output, Output):
-            raise TypeError(f"tool {self.name!r}: output must be ptc.Output(schema, render)")
+            raise UsageError(f"tool {self.name!r}: output must be ptc.Output(schema, render)")
         if not callable(self.output.render):
-            raise TypeError(f"tool {self.name!r}: output.render must be callable")
+            raise UsageError(f"tool {self.name!r}: output.render must be callable")
         if not callable(self.execute):
-            raise TypeError(f"tool {self.name!r}: execute must be callable")
+            raise UsageError(f"tool {self.name!r}: execute must be callable")
         safe = self.concurrency_safe
         if not (safe is None or isinstance(safe, bool) or callable(safe)):
-            raise TypeError(f"tool {self.name!r}: concurrency_safe must be None, bool or callable")
+            raise UsageError(f"tool {self.name!r}: concurrency_safe must be None, bool or callable")
         timeout = self.timeout_seconds
         if timeout is not None:
             if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-                raise TypeError(f"tool {self.name!r}: timeout_seconds must be a number")
+                raise UsageError(f"tool {self.name!r}: timeout_seconds must be a number")
             if not (math.isfinite(timeout) and timeout > 0):
-                raise ValueError(f"tool {self.name!r}: timeout_seconds must be positive and finite")
+                raise DefinitionError(
+                    f"tool {self.name!r}: timeout_seconds must be positive and finite"
+                )
             if self.cooperative_cancel:
-                raise ValueError(f"tool {self.name!r}: a cooperative_cancel tool has no timeout")
-        inputs = _check_schema(self.input_schema, f"tool {self.name!r}: input_schema")
-        outputs = _check_schema(self.output.schema, f"tool {self.name!r}: output.schema")
-        object.__setattr__(self, "_input_validator", inputs)
-        object.__setattr__(self, "_output_validator", outputs)
-        object.__setattr__(self, "_is_async", inspect.iscoroutinefunction(self.execute))
+                raise DefinitionError(
+                    f"tool {self.name!r}: a cooperative_cancel tool has no timeout"
+                )
+        inputs = compile_schema(self.input_schema, f"tool {self.name!r}: input_schema")
+        outputs = compile_schema(self.output.schema, f"tool {self.name!r}: output.schema")
+        object.__setattr__(self, "input_validator", inputs)
+        object.__setattr__(self, "output_validator", outputs)
+        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.execute))
 
 
 def define_tool(
@@ -145,17 +189,17 @@ def define_tool(
     execute: Execute,
     concurrency_safe: bool | Classifier | None = None,
     timeout_seconds: float | None = None,
-    finalize_content: Callable[[Sequence[ContentBlock]], Sequence[ContentBlock]] | None = None,
+    finalize_content: FinalizeContent | None = None,
 ) -> ToolDefinition:
     """Define a tool from explicit schemas.
 
     ``execute(arguments, context)`` may be sync (run in a worker thread) or async.
     ``output`` must be :class:`Output` with both ``schema`` and ``render``. Raises
-    ``ValueError`` for a bad name, a blank description or a schema that fails the
-    JSON Schema meta-schema (the message names the path).
+    :class:`ptc.DefinitionError` (a ``ValueError``) for a bad name, a blank description
+    or a schema that fails the JSON Schema meta-schema (the message names the path).
     """
     if output is None or not isinstance(output, Output):
-        raise TypeError(f"define_tool({name!r}): output=ptc.Output(schema, render) is required")
+        raise UsageError(f"define_tool({name!r}): output=ptc.Output(schema, render) is required")
     return ToolDefinition(
         name=name,
         description=description,

@@ -20,7 +20,7 @@ import pytest
 import ptc
 from ptc.examples import _data, build_runtime
 
-pytestmark = [pytest.mark.real_code_mode, pytest.mark.anyio]
+pytestmark = pytest.mark.anyio
 
 QUESTION = (
     "Which EMEA customer has the highest total sales in USD? "

@@ -18,7 +18,7 @@ import ptc
 from ptc._decisions import ApprovalAnswer
 from worker import DIMENSIONS, FAILURE_KINDS
 
-pytestmark = [pytest.mark.real_code_mode, pytest.mark.anyio]
+pytestmark = pytest.mark.anyio
 
 DEADLOCK_GUARD_SECONDS = 20
 

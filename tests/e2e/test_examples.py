@@ -79,8 +79,9 @@ async def test_sales_pages_cover_every_row_of_a_region_once(runtime: ptc.ToolRun
     scope = _native(runtime)
     orders, page = [], 1
     while page:
-        body = _text(await scope.call("list_sales", {"region": "LATAM", "page": page,
-                                                     "page_size": 150}))
+        body = _text(
+            await scope.call("list_sales", {"region": "LATAM", "page": page, "page_size": 150})
+        )
         orders += [r["order_id"] for r in body["rows"]]
         page = body["next_page"]
     expected = [s["order_id"] for s in _data.sales() if s["region"] == "LATAM"]
@@ -112,8 +113,10 @@ async def test_job_status_reaches_done_after_its_poll_count_per_runtime() -> Non
     for _ in range(2):  # a fresh runtime starts its counters from zero
         async with build_runtime() as rt:
             scope = _native(rt)
-            states = [_text(await scope.call("job_status", {"job_id": "job-9"}))["state"]
-                      for _ in range(needed)]
+            states = [
+                _text(await scope.call("job_status", {"job_id": "job-9"}))["state"]
+                for _ in range(needed)
+            ]
             assert states == ["queued"] + ["running"] * (needed - 2) + ["done"]
 
 
@@ -133,8 +136,16 @@ async def test_lookups_and_filters_match_the_data(runtime: ptc.ToolRuntime) -> N
 def test_the_suite_has_the_task_kinds_the_issue_asks_for() -> None:
     kinds = " ".join(t.kind for t in TASKS)
     assert len(TASKS) >= 8
-    for needle in ("search", "paginated", "join", "fan out 20", "large listing", "retry",
-                   "code should lose", "large intermediate"):
+    for needle in (
+        "search",
+        "paginated",
+        "join",
+        "fan out 20",
+        "large listing",
+        "retry",
+        "code should lose",
+        "large intermediate",
+    ):
         assert needle in kinds, needle
 
 
@@ -167,13 +178,17 @@ def test_percentile_is_nearest_rank_and_summaries_hold_the_tail() -> None:
 def test_quick_suite_writes_table_json_and_chart(tmp_path: Path) -> None:
     from benchmarks import native_vs_code
 
-    code = native_vs_code.main(["--quick", "--tasks", "single_rate,job_poll_retry",
-                                "--out", str(tmp_path)])
+    code = native_vs_code.main(
+        ["--quick", "--tasks", "single_rate,job_poll_retry", "--out", str(tmp_path)]
+    )
     assert code == 0
     payload = json.loads((tmp_path / "native_vs_code.json").read_text())
     assert {(r["task"], r["mode"]) for r in payload["rows"]} == {
-        ("single_rate", "native"), ("single_rate", "code"),
-        ("job_poll_retry", "native"), ("job_poll_retry", "code")}
+        ("single_rate", "native"),
+        ("single_rate", "code"),
+        ("job_poll_retry", "native"),
+        ("job_poll_retry", "code"),
+    }
     assert all(r["correct"] for r in payload["rows"])
     assert "| job_poll_retry | native | 7 |" in (tmp_path / "native_vs_code.md").read_text()
     assert (tmp_path / "native_vs_code.png").read_bytes().startswith(b"\x89PNG")

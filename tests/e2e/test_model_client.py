@@ -27,16 +27,28 @@ class FakeChatServer:
 
 
 def _tool_call(name: str, arguments: dict[str, Any], call_id: str = "call_1") -> dict[str, Any]:
-    message = {"role": "assistant", "content": None, "tool_calls": [
-        {"id": call_id, "type": "function",
-         "function": {"name": name, "arguments": json.dumps(arguments)}}]}
-    return {"choices": [{"message": message}], "usage": {"prompt_tokens": 11,
-                                                        "completion_tokens": 3}}
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments)},
+            }
+        ],
+    }
+    return {
+        "choices": [{"message": message}],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 3},
+    }
 
 
 def _answer(text: str) -> dict[str, Any]:
-    return {"choices": [{"message": {"role": "assistant", "content": text}}],
-            "usage": {"prompt_tokens": 20, "completion_tokens": 2}}
+    return {
+        "choices": [{"message": {"role": "assistant", "content": text}}],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 2},
+    }
 
 
 @pytest.fixture
@@ -46,8 +58,7 @@ def server() -> Iterator[FakeChatServer]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            state.requests.append({"path": self.path, "headers": dict(self.headers),
-                                   "body": body})
+            state.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
             status, reply = state.replies.pop(0) if state.replies else (500, {"error": "none"})
             data = json.dumps(reply).encode()
             self.send_response(status)
@@ -81,8 +92,11 @@ def test_client_posts_model_messages_tools_and_key(server: FakeChatServer) -> No
     (request,) = server.requests
     assert request["path"] == "/v1/chat/completions"
     assert request["headers"]["Authorization"] == "Bearer sk-test"
-    assert request["body"] == {"model": "fake-1", "messages": [{"role": "user", "content": "hi"}],
-                               "tools": tools}
+    assert request["body"] == {
+        "model": "fake-1",
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": tools,
+    }
     assert reply.request_bytes == len(json.dumps(request["body"]).encode())
 
 
@@ -97,8 +111,9 @@ def test_client_without_key_sends_no_authorization(server: FakeChatServer) -> No
     ("status", "reply", "message"),
     [(401, {"error": "bad key"}, "HTTP 401"), (200, {"nothing": True}, "not a chat completion")],
 )
-def test_client_errors_name_the_failure(server: FakeChatServer, status: int,
-                                        reply: dict[str, Any], message: str) -> None:
+def test_client_errors_name_the_failure(
+    server: FakeChatServer, status: int, reply: dict[str, Any], message: str
+) -> None:
     server.replies.append((status, reply))
     with pytest.raises(ModelError, match=message):
         ChatClient(base_url=server.url, model="m").complete([], [])
@@ -113,13 +128,20 @@ def test_unreachable_endpoint_is_a_model_error() -> None:
 async def test_native_loop_runs_the_models_tool_calls_through_the_scope(
     server: FakeChatServer,
 ) -> None:
-    server.replies += [(200, _tool_call("get_exchange_rate", {"currency": "EUR"})),
-                       (200, _answer("1 EUR = 1.0842 USD"))]
+    server.replies += [
+        (200, _tool_call("get_exchange_rate", {"currency": "EUR"})),
+        (200, _answer("1 EUR = 1.0842 USD")),
+    ]
     async with build_runtime() as runtime:
         scope = runtime.scope("m")
         scope.present_as("native")
-        episode = await run_model_episode(ChatClient(base_url=server.url, model="m"), scope,
-                                          "EUR?", task="single_rate", mode="native")
+        episode = await run_model_episode(
+            ChatClient(base_url=server.url, model="m"),
+            scope,
+            "EUR?",
+            task="single_rate",
+            mode="native",
+        )
         sent_tools = scope.model_tools(format="openai")
     assert episode.model_turns == 2 and episode.tool_calls == 1
     assert (episode.prompt_tokens, episode.completion_tokens) == (31, 5)
@@ -139,8 +161,13 @@ async def test_code_loop_sends_only_run_code_and_runs_the_program(
     async with build_runtime() as runtime:
         scope = runtime.scope("m")
         scope.present_as("code")
-        episode = await run_model_episode(ChatClient(base_url=server.url, model="m"), scope,
-                                          "EUR?", task="single_rate", mode="code")
+        episode = await run_model_episode(
+            ChatClient(base_url=server.url, model="m"),
+            scope,
+            "EUR?",
+            task="single_rate",
+            mode="code",
+        )
     first, second = (r["body"] for r in server.requests)
     assert [t["function"]["name"] for t in first["tools"]] == ["run_code"]
     assert second["messages"][-1]["content"].strip() == "1.0842"

@@ -10,7 +10,7 @@ import anyio.lowlevel
 import pytest
 
 import ptc
-from ptc._pipeline import BodyFailure
+from ptc._body import BodyFailure
 
 from .helpers import echo_tool
 

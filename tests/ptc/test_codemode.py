@@ -20,7 +20,7 @@ import ptc
 from worker import CallReply, CallRequest, RunOutcome, RunRequest
 from worker.testing import FakeBackend
 
-pytestmark = [pytest.mark.real_code_mode, pytest.mark.anyio]
+pytestmark = pytest.mark.anyio
 
 DEADLOCK_GUARD_SECONDS = 10
 

@@ -12,7 +12,7 @@ from ptc.__main__ import main as cli
 from ptc._calltree import build_trees, read_records, render_trees
 from worker.testing import FakeBackend
 
-pytestmark = [pytest.mark.real_code_mode, pytest.mark.anyio]
+pytestmark = pytest.mark.anyio
 
 PROGRAM = """
 x = tools.add(a=1, b=2)

@@ -11,7 +11,7 @@ from ptc._events import Disposer, ListenerError, run_waterfall
 pytestmark = pytest.mark.anyio
 
 
-async def terminal() -> str:
+async def terminal(payload: Any) -> str:
     return "terminal"
 
 
@@ -42,6 +42,23 @@ async def test_errors_and_invalid_decisions_name_the_listener() -> None:
         await run_waterfall([raises], None, terminal, lambda d: True)
     with pytest.raises(ListenerError, match="invalid returned invalid 42"):
         await run_waterfall([invalid], None, terminal, lambda d: isinstance(d, str))
+
+
+async def test_next_hands_on_an_amended_payload_only_where_the_event_allows_it() -> None:
+    async def swap(payload: Any, nxt: Any) -> Any:
+        return await nxt(value=payload + 1)
+
+    async def echo(payload: Any) -> Any:
+        return payload
+
+    def amend(payload: int, changes: dict[str, object]) -> int:
+        value = changes["value"]
+        assert isinstance(value, int)
+        return value
+
+    assert await run_waterfall([swap, swap], 1, echo, lambda d: True, amend=amend) == 3
+    with pytest.raises(ListenerError, match="takes no arguments"):
+        await run_waterfall([swap], 1, echo, lambda d: True)
 
 
 def test_disposers_are_idempotent() -> None:

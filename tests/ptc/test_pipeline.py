@@ -11,8 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import ptc
-from ptc._pipeline import BodyFailure, BodyResult
+from ptc._body import BodyFailure, BodyResult
+from ptc._pipeline import Call
+from ptc._scopes import call_site
 from ptc._tools import compact_json_render
+from worker.testing import FakeBackend
 
 from .helpers import echo_tool
 from .test_json import json_values
@@ -20,6 +23,7 @@ from .test_json import json_values
 pytestmark = pytest.mark.anyio
 
 NUMBER_OUT = ptc.Output({"type": "integer"}, compact_json_render)
+NUMBER_IN = {"type": "object", "properties": {"a": {"type": "integer"}}}
 
 
 def code(result: ptc.ToolResult) -> str | None:
@@ -28,7 +32,10 @@ def code(result: ptc.ToolResult) -> str | None:
 
 @pytest.fixture
 def runtime() -> ptc.ToolRuntime:
-    runtime = ptc.ToolRuntime()
+    # Programs run in-process (no isolation): these tests are about the pipeline.
+    runtime = ptc.ToolRuntime(
+        backend=FakeBackend(), containment=ptc.Containment(require=frozenset())
+    )
     runtime.register(echo_tool("echo"))
     return runtime
 
@@ -137,11 +144,13 @@ async def test_nested_calls_are_exempt_from_collapse_and_see_only_the_opaque_par
         return await nxt()
 
     runtime.on("tools/pre-execute", observe)
+    runtime.register(echo_tool("num", input_schema=NUMBER_IN))
     scope = runtime.scope("coder")
     scope.present_as("code")
-    result = await scope.run_code('[["echo", {"a": 1}], ["echo", {"a": 2}]]', call_id="outer")
+    program = "return [tools.num(a=1), tools.num(a=2)]"
+    result = await scope.run_code(program, call_id="outer")
     assert result.value == {"result": [{"a": 1}, {"a": 2}], "stdout": ""}
-    assert result.meta == {"calls": 2}
+    assert result.meta["stats"]["calls"] == 2  # type: ignore[call-overload,index]
     outer, first, second = executions
     assert [first.call_id, second.call_id] == ["outer:ptc:1", "outer:ptc:2"]
     assert first.root_call_id == second.root_call_id == "outer"
@@ -153,9 +162,10 @@ async def test_nested_calls_are_exempt_from_collapse_and_see_only_the_opaque_par
 async def test_run_code_cannot_be_called_from_inside_a_program(runtime: ptc.ToolRuntime) -> None:
     scope = runtime.scope("coder")
     scope.present_as("code")
-    result = await scope.run_code('[["run_code", {"code": "[]"}]]')
-    assert code(result) == "CODE_RUN_FAILED"
-    assert "UNKNOWN_TOOL" in result.error.message  # type: ignore[union-attr]
+    nested = Call.create(call_site(scope), "run_code", {"code": "1"}, parent=ptc.ExecutionToken())
+    result = await nested.run()
+    assert code(result) == "UNKNOWN_TOOL"
+    assert "cannot be called from inside a program" in result.error.message  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
@@ -572,8 +582,8 @@ async def test_presentation_meta_only_on_direct_calls() -> None:
     assert direct.meta == {"presentation": {"icon": "p"}}
     scope = runtime.scope("coder")
     scope.present_as("code")
-    nested = await scope._call("p", {}, parent=ptc.ExecutionToken())
-    assert nested.meta == {}
+    nested = Call.create(call_site(scope), "p", {}, parent=ptc.ExecutionToken())
+    assert (await nested.run()).meta == {}
 
 
 async def test_body_result_meta_and_body_failure_codes() -> None:

@@ -9,8 +9,6 @@ import pytest
 import sdkgen
 from ptc._preflight import PreflightError, check_program
 
-pytestmark = [pytest.mark.real_code_mode]
-
 SPECS = [
     sdkgen.ToolSpec(
         name="search_docs",

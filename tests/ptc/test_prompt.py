@@ -20,7 +20,7 @@ from ptc._prompt import (
 )
 from worker.testing import FakeBackend
 
-pytestmark = [pytest.mark.real_code_mode, pytest.mark.anyio]
+pytestmark = pytest.mark.anyio
 
 
 def register_tools(runtime: ptc.ToolRuntime) -> None:

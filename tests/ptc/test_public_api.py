@@ -2,37 +2,68 @@
 
 from __future__ import annotations
 
+import typing
+
 import ptc
 
 EXPECTED = [
     "Accept",
     "Allow",
+    "ApprovalAnswer",
     "ApprovalRequest",
+    "Approver",
     "Ask",
     "Block",
     "Cancel",
     "CancelSignal",
+    "ChangeListener",
+    "ClosedError",
+    "ConfigurationError",
     "Containment",
+    "ContentBlock",
+    "DefinitionError",
     "Deny",
     "DispatchLogEntry",
+    "DispatchLogListener",
     "Disposer",
-    "EventLog",
     "ERROR_CODES",
+    "ErrorCode",
+    "Event",
+    "EventLog",
+    "ExecuteListener",
+    "ExecuteNext",
     "ExecutionToken",
+    "FAILURE_KINDS",
+    "FailureKind",
     "FrozenDict",
     "FrozenList",
+    "Guard",
+    "JSON",
     "Limits",
+    "Mode",
+    "ModelFormat",
+    "NotJSONError",
     "Output",
     "PostExecute",
+    "PostExecuteListener",
+    "PreExecuteListener",
+    "Profile",
+    "PtcError",
+    "ResultListener",
+    "SchemaError",
     "Scope",
+    "ScopeError",
+    "ScopeRef",
     "ToolCall",
     "ToolContext",
     "ToolDefinition",
     "ToolError",
     "ToolExecution",
+    "ToolOptions",
     "ToolResult",
     "ToolRuntime",
     "ToolView",
+    "UsageError",
     "define_tool",
     "tool",
 ]
@@ -52,3 +83,22 @@ def test_limits_and_containment_are_the_worker_types() -> None:
 
     assert ptc.Limits is worker.Limits
     assert ptc.Containment is worker.Containment
+
+
+def test_every_exception_ptc_raises_on_purpose_derives_from_ptc_error() -> None:
+    for cls, builtin in [
+        (ptc.DefinitionError, ValueError),
+        (ptc.SchemaError, ValueError),
+        (ptc.NotJSONError, ValueError),
+        (ptc.ScopeError, ValueError),
+        (ptc.ConfigurationError, ValueError),
+        (ptc.UsageError, TypeError),
+        (ptc.ClosedError, RuntimeError),
+    ]:
+        assert issubclass(cls, ptc.PtcError) and issubclass(cls, builtin), cls
+    assert issubclass(ptc.SchemaError, ptc.DefinitionError)
+
+
+def test_error_codes_are_the_literal_type() -> None:
+    assert ptc.ERROR_CODES == typing.get_args(ptc.ErrorCode)
+    assert ptc.FAILURE_KINDS == typing.get_args(ptc.FailureKind)

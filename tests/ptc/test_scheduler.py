@@ -13,8 +13,9 @@ import anyio.lowlevel
 import pytest
 
 import ptc
-from ptc._pipeline import create, is_parallel
+from ptc._pipeline import Call
 from ptc._scheduler import Scheduler
+from ptc._scopes import call_site
 
 from .helpers import echo_tool
 
@@ -198,6 +199,14 @@ async def test_abort_drains_started_calls_and_abandons_unstarted_ones_without_lo
     assert "start 2" not in rec.log
 
 
+def root_site(runtime: ptc.ToolRuntime) -> Any:
+    return lambda: call_site(runtime.root)
+
+
+def parallel_of(scope: ptc.Scope, name: str, arguments: Any) -> bool:
+    return Call.create(call_site(scope), name, arguments).parallel
+
+
 @pytest.mark.parametrize(
     ("safe", "arguments", "parallel"),
     [
@@ -217,7 +226,7 @@ async def test_execution_mode_is_exclusive_whenever_in_doubt(
     runtime = ptc.ToolRuntime()
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
     runtime.register(echo_tool("t", concurrency_safe=safe, input_schema=schema))
-    assert is_parallel(create(runtime.root, "t", arguments)) is parallel
+    assert parallel_of(runtime.root, "t", arguments) is parallel
 
 
 async def test_classifier_is_asked_after_argument_validation() -> None:
@@ -227,8 +236,8 @@ async def test_classifier_is_asked_after_argument_validation() -> None:
     runtime.register(
         echo_tool("t", concurrency_safe=lambda a: asked.append(a) or True, input_schema=schema)
     )
-    is_parallel(create(runtime.root, "t", {"n": "bad"}))
-    is_parallel(create(runtime.root, "t", {"n": 1}))
+    parallel_of(runtime.root, "t", {"n": "bad"})
+    parallel_of(runtime.root, "t", {"n": 1})
     assert asked == [{"n": 1}]
 
 
@@ -236,8 +245,8 @@ async def test_run_code_and_unknown_tools_are_always_exclusive() -> None:
     runtime = ptc.ToolRuntime()
     scope = runtime.scope("coder")
     scope.present_as("both")
-    assert not is_parallel(create(scope, "run_code", {"code": "[]"}))
-    assert not is_parallel(create(scope, "missing", {}))
+    assert not parallel_of(scope, "run_code", {"code": "[]"})
+    assert not parallel_of(scope, "missing", {})
 
 
 async def test_one_scheduler_keeps_pre_execute_serial_across_concurrent_runs() -> None:
@@ -257,7 +266,7 @@ async def test_one_scheduler_keeps_pre_execute_serial_across_concurrent_runs() -
     async with anyio.create_task_group() as group:
         for batch in ("a", "b", "c"):
             calls = [call("safe", f"{batch}{i}") for i in range(3)] + [call("excl", f"{batch}x")]
-            group.start_soon(scheduler.run, runtime.root, calls)
+            group.start_soon(scheduler.run, root_site(runtime), calls)
     assert len(log) == 24
     for index in range(0, 24, 2):  # strictly alternating enter/exit of the same call
         assert log[index].replace("enter", "exit") == log[index + 1]
@@ -276,12 +285,13 @@ async def test_one_scheduler_exclusive_waits_for_other_batches_parallel_bodies()
     runtime.on("tools/post-execute", post)
     with anyio.fail_after(10):
         async with anyio.create_task_group() as group:
-            group.start_soon(scheduler.run, runtime.root, [call("safe", "p1", wait=True)])
+            first = [call("safe", "p1", wait=True)]
+            group.start_soon(scheduler.run, root_site(runtime), first)
             await rec.started_event("p1").wait()
-            group.start_soon(scheduler.run, runtime.root, [call("excl", "x")])
+            group.start_soon(scheduler.run, root_site(runtime), [call("excl", "x")])
             await anyio.wait_all_tasks_blocked()
             assert "start x" not in rec.log  # the barrier waits for the in-flight body
-            group.start_soon(scheduler.run, runtime.root, [call("safe", "p2")])
+            group.start_soon(scheduler.run, root_site(runtime), [call("safe", "p2")])
             await anyio.wait_all_tasks_blocked()
             rec.gate("p1").set()
     log = rec.log
@@ -297,7 +307,7 @@ async def test_one_scheduler_caps_parallel_bodies_across_runs() -> None:
         async with anyio.create_task_group() as group:
             for batch in ("a", "b"):
                 calls = [call("safe", f"{batch}{i}", wait=True) for i in range(3)]
-                group.start_soon(scheduler.run, runtime.root, calls)
+                group.start_soon(scheduler.run, root_site(runtime), calls)
             await anyio.wait_all_tasks_blocked()
             assert rec.running == 3
             for batch in ("a", "b"):
@@ -312,5 +322,7 @@ async def test_call_many_uses_given_call_ids_and_nested_identity() -> None:
     token = ptc.ExecutionToken()
     seen: list[ptc.ToolExecution] = []
     runtime.on("tools/pre-execute", lambda ex, nxt: seen.append(ex) or nxt())
-    await Scheduler(2).run(runtime.root, [call("safe", "k1")], parent=token, root_call_id="outer")
+    await Scheduler(2).run(
+        root_site(runtime), [call("safe", "k1")], parent=token, root_call_id="outer"
+    )
     assert (seen[0].call_id, seen[0].root_call_id, seen[0].parent) == ("k1", "outer", token)

@@ -1,0 +1,80 @@
+"""The exceptions ptc raises: one root, a small tree.
+
+```
+PtcError                    root of everything ptc raises on purpose
+ ├── DefinitionError        (ValueError) a tool definition ptc cannot accept: name, description,
+ │    │                     timeout, a reserved or duplicate name
+ │    └── SchemaError       (ValueError) a JSON Schema that fails its meta-schema or reaches
+ │                          outside itself; ``problems`` lists each one with its JSON path
+ ├── ConfigurationError     (ValueError) a runtime option, event name, mode or profile that
+ │                          does not exist
+ ├── NotJSONError           (ValueError) a value that is not lossless JSON; ``path`` says where
+ ├── ScopeError             (ValueError) a scope operation that cannot be done: a duplicate child,
+ │                          a bad ``restrict()``, a second ``present_as()``
+ ├── UsageError             (TypeError) an argument of the wrong kind: a listener that is not
+ │                          callable, ``Accept(content=..., value=...)``
+ └── ClosedError            (RuntimeError) the runtime or the scope is closed
+```
+
+Each class also derives from the built-in exception a caller would expect (``ValueError``,
+``TypeError``, ``RuntimeError``), so ``except ValueError`` keeps working.
+
+What a *model* causes is never raised: unknown tools, invalid arguments, denials, tool
+failures and failed programs come back as :class:`ptc.ToolResult` with an error code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = (
+    "ClosedError",
+    "ConfigurationError",
+    "DefinitionError",
+    "NotJSONError",
+    "PtcError",
+    "SchemaError",
+    "ScopeError",
+    "UsageError",
+)
+
+
+class PtcError(Exception):
+    """Root of every exception ptc raises on purpose."""
+
+
+class DefinitionError(PtcError, ValueError):
+    """A tool definition ptc cannot accept (the message names the tool and the field)."""
+
+
+class SchemaError(DefinitionError):
+    """A schema failed its checks; ``problems`` holds every problem, each with its path."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("not a valid JSON Schema: " + "; ".join(self.problems))
+
+
+class ConfigurationError(PtcError, ValueError):
+    """A runtime option, event name, mode or profile that does not exist."""
+
+
+class NotJSONError(PtcError, ValueError):
+    """A value is not lossless JSON; ``path`` is a JSON path like ``$.items[2]``."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+class ScopeError(PtcError, ValueError):
+    """A scope operation that cannot be done (the message says why and what would work)."""
+
+
+class UsageError(PtcError, TypeError):
+    """An argument of the wrong kind was passed to a ptc API."""
+
+
+class ClosedError(PtcError, RuntimeError):
+    """The runtime or the scope is closed."""

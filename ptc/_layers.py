@@ -1,0 +1,119 @@
+"""A scope's own layer, the four-step visibility algorithm and the model-facing tool specs.
+
+Plain data and pure functions: :class:`~ptc._scopes.Scope` keeps one :class:`Layer` and
+asks :func:`visible_tools` for its view over the chain of layers from the root.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias, get_args
+
+from worker import Limits, Profile
+
+from ._errors import ConfigurationError, UsageError
+from ._json import JSON
+from ._policy import Guard
+from ._tools import ToolDefinition
+
+__all__ = (
+    "MODES",
+    "PROFILES",
+    "Layer",
+    "Mode",
+    "ModelFormat",
+    "Profile",
+    "Restriction",
+    "ToolView",
+    "check_code_options",
+    "model_spec",
+    "names_of",
+    "visible_tools",
+)
+
+Mode: TypeAlias = Literal["native", "code", "both"]
+MODES: tuple[Mode, ...] = ("native", "code", "both")
+PROFILES: tuple[Profile, ...] = get_args(Profile)
+ModelFormat: TypeAlias = Literal["raw", "openai", "anthropic", "mcp"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolView:
+    """What a scope sees: ``visible`` (ordered name -> definition) and the names it may name."""
+
+    visible: Mapping[str, ToolDefinition]
+    known_names: frozenset[str]
+    restrictable_names: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Restriction:
+    allow: frozenset[str] | None
+    deny: frozenset[str]
+
+    def admits(self, name: str) -> bool:
+        return (self.allow is None or name in self.allow) and name not in self.deny
+
+
+@dataclass(slots=True)
+class Layer:
+    """What one scope registered itself: tools, restrictions, guards and its code options."""
+
+    tools: dict[str, ToolDefinition] = field(default_factory=dict)
+    restrictions: list[Restriction] = field(default_factory=list)
+    guards: list[Guard] = field(default_factory=list)
+    mode: Mode | None = None
+    profile: Profile | None = None
+    limits: Limits | None = None
+
+    def clear_options(self) -> None:
+        self.mode = self.profile = self.limits = None
+
+
+def visible_tools(layers: Sequence[Layer]) -> tuple[dict[str, ToolDefinition], frozenset[str]]:
+    """Steps 1-3 of the view for the scope whose root-first chain of layers is ``layers``:
+    ``(visible tools in order, restrictable names)``. Step 4 (``run_code``) is the scope's."""
+    own = layers[-1]
+    inherited: dict[str, ToolDefinition] = {}
+    for layer in layers[:-1]:
+        inherited.update(layer.tools)
+    restrictions = [r for layer in layers for r in layer.restrictions]
+    visible = {
+        name: d for name, d in inherited.items() if all(r.admits(name) for r in restrictions)
+    }
+    # The scope's own tools are added unfiltered and shadow inherited names.
+    visible.update(own.tools)
+    return visible, frozenset(inherited)
+
+
+def names_of(names: Iterable[str], label: str) -> frozenset[str]:
+    """Validate an ``allow=``/``deny=`` argument: an iterable of tool names, not a string."""
+    if isinstance(names, str):
+        raise UsageError(f"{label}= takes a list of names, not a string")
+    out = list(names)
+    if not all(isinstance(n, str) for n in out):
+        raise UsageError(f"{label}= takes tool names (strings)")
+    return frozenset(out)
+
+
+def check_code_options(profile: object, limits: object) -> None:
+    """The code options a runtime or ``present_as`` may take."""
+    if profile is not None and profile not in PROFILES:
+        raise ConfigurationError(f"profile must be one of {PROFILES}, got {profile!r}")
+    if limits is not None and not isinstance(limits, Limits):
+        raise UsageError("limits must be ptc.Limits")
+
+
+def model_spec(definition: ToolDefinition, format: ModelFormat) -> dict[str, JSON]:
+    """One tool as a model API wants it: name, description and input schema only."""
+    name, description = definition.name, definition.description
+    schema: dict[str, JSON] = dict(definition.input_schema)
+    if format in ("raw", "anthropic"):
+        return {"name": name, "description": description, "input_schema": schema}
+    if format == "openai":
+        fn: dict[str, JSON] = {"name": name, "description": description, "parameters": schema}
+        return {"type": "function", "function": fn}
+    if format == "mcp":
+        return {"name": name, "description": description, "inputSchema": schema}
+    raise ConfigurationError(f"format must be raw, openai, anthropic or mcp, got {format!r}")
