@@ -1,9 +1,12 @@
 """Code mode: ``run_code``, each scope's SDK, and the runs themselves.
 
-:class:`CodeMode` is the runtime's code-mode host: it builds a scope's ``run_code``
-definition (its description embeds the scope's SDK, and the SDK, profile and limits it was
-built from are bound into its body), keeps SDKs cached by the set of visible tools, warms
-the SDK generator in the background when tools change, and owns the worker backend. One
+:class:`CodeMode` is the runtime's code-mode host. It builds a scope's ``run_code``
+definition: once the scope's SDK is built, the description embeds it and the SDK, profile
+and limits are bound into the body; until then a *pending* definition (same schema) waits
+for the SDK off the event loop when called. SDKs are built on a background thread
+(:class:`~ptc._sdks.SdkBuilder`): a tool change only marks scopes dirty, and a debounced
+flush (on the event loop) hands their new tool sets to the builder, so registering many
+tools one by one costs about what registering them at once costs. One
 :class:`~ptc._run.ProgramRun` per ``run_code`` call does the rest.
 """
 
@@ -11,17 +14,21 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+import weakref
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
 
 import sdkgen
 from worker import Containment, Limits, Profile, RunRequest, SubprocessBackend, WorkerBackend
 
 from ._body import BodyFailure
-from ._events import logger
 from ._json import JSON, FrozenDict
 from ._layers import Mode
 from ._preflight import check_program
@@ -35,12 +42,19 @@ from ._prompt import (
 from ._results import ContentBlock
 from ._run import ProgramRun, failure_message
 from ._scopes import Scope, subtree
+from ._sdks import SdkBuilder, default_cache_dir
 from ._tools import Output, ToolContext, ToolDefinition, define_tool
 
-__all__ = ("CodeMode", "render_run_code", "tool_spec")
+__all__ = ("CodeMode", "render_run_code")
 
 _CACHE_ENTRIES = 128
 _NO_OUTPUT = "(run_code completed with no output)"
+_PENDING_STUB = (
+    "# The SDK of this scope is being generated; call scope.sdk() or await scope.prepare().\n"
+)
+# A flush waits until no change came for this long (and at most _DEBOUNCE_MAX_S).
+_DEBOUNCE_S = 0.005
+_DEBOUNCE_MAX_S = 0.25
 
 
 def render_run_code(value: JSON) -> list[ContentBlock]:
@@ -54,15 +68,6 @@ def render_run_code(value: JSON) -> list[ContentBlock]:
         parts.append(result if isinstance(result, str) else json.dumps(result, indent=2))
     text = "\n".join(parts)
     return [{"type": "text", "text": text or _NO_OUTPUT}]
-
-
-def tool_spec(definition: ToolDefinition) -> sdkgen.ToolSpec:
-    return sdkgen.ToolSpec(
-        name=definition.name,
-        description=definition.description,
-        input_schema=definition.input_schema,
-        output_schema=definition.output.schema,
-    )
 
 
 class CodeMode:
@@ -83,39 +88,55 @@ class CodeMode:
         self._containment = containment
         self._backend = backend
         self._owns_backend = False
-        self._generator = sdkgen.SdkGenerator()
-        # key -> (the definitions the key was made from, value): holding the definitions
-        # keeps their ids from being reused while the entry lives.
-        self._sdks: OrderedDict[tuple[Any, ...], tuple[tuple[ToolDefinition, ...], sdkgen.Sdk]]
-        self._sdks = OrderedDict()
-        self._tools: OrderedDict[tuple[Any, ...], ToolDefinition] = OrderedDict()
+        self._builder = SdkBuilder(sdkgen.SdkGenerator(default_cache_dir()), sdk_header)
+        # key -> (the definitions the key was made from, run_code): holding the
+        # definitions keeps their ids from being reused while the entry lives.
+        self._tools: OrderedDict[tuple[Any, ...], tuple[tuple[ToolDefinition, ...], ToolDefinition]]
+        self._tools = OrderedDict()
         self._lock = threading.Lock()
-        self._warmer: ThreadPoolExecutor | None = None
-        self._warmed: set[str] = set()
+        self._dirty: weakref.WeakSet[Scope] = weakref.WeakSet()
+        self._flush_pending = False
+        self._last_change = 0.0
         self._runs: set[ProgramRun] = set()
         self._closed = False
 
     # -- the scopes' hooks ------------------------------------------------------------
 
+    @property
+    def revision(self) -> int:
+        """Bumped whenever an SDK finishes building (views built from a pending one refresh)."""
+        return self._builder.revision
+
     def run_code_tool(self, scope: Scope, tools: Mapping[str, ToolDefinition]) -> ToolDefinition:
         _, profile, limits = scope.code_options()
         definitions = tuple(tools.values())
-        key = (tuple(map(id, definitions)), profile, limits)
+        sdk = self._builder.ready(definitions, profile)
+        key = (tuple(map(id, definitions)), profile, limits, sdk is not None)
         with self._lock:
             cached = self._tools.get(key)
             if cached is not None:
                 self._tools.move_to_end(key)
-                return cached
-        sdk = self._sdk(definitions, profile)
+                return cached[1]
+        if sdk is not None:
+            bound = sdk
 
-        async def execute(arguments: FrozenDict, context: ToolContext) -> Any:
-            # The SDK, profile and limits this definition was built from, bound here.
-            return await self._execute(sdk, profile, limits, arguments, context)
+            async def execute(arguments: FrozenDict, context: ToolContext) -> Any:
+                # The SDK, profile and limits this definition was built from, bound here.
+                return await self._execute(bound, profile, limits, arguments, context)
 
+            stub = sdk.stub
+        else:
+
+            async def execute(arguments: FrozenDict, context: ToolContext) -> Any:
+                built = await self._builder.build_async(definitions, profile)
+                return await self._execute(built, profile, limits, arguments, context)
+
+            stub = _PENDING_STUB
+            self._builder.submit(definitions, profile)
         definition = replace(
             define_tool(
                 name=RUN_CODE,
-                description=run_code_description(sdk.stub, profile, limits),
+                description=run_code_description(stub, profile, limits),
                 input_schema=RUN_CODE_INPUT_SCHEMA,
                 output=Output(RUN_CODE_OUTPUT_SCHEMA, render_run_code),
                 execute=execute,
@@ -124,35 +145,53 @@ class CodeMode:
             cooperative_cancel=True,
         )
         with self._lock:
-            self._tools[key] = definition
-            _trim(self._tools, _CACHE_ENTRIES)
+            self._tools[key] = (definitions, definition)
+            while len(self._tools) > _CACHE_ENTRIES:
+                self._tools.popitem(last=False)
         return definition
 
     def sdk(self, scope: Scope) -> str:
         _, profile, _ = scope.code_options()
-        return self._sdk(_native_tools(scope), profile).stub
+        return self._builder.build(_native_tools(scope), profile).stub
+
+    def ensure_ready(self, scope: Scope) -> None:
+        """Build the scope's SDK now (blocking) unless it is built already."""
+        mode, profile, _ = scope.code_options()
+        if mode != "native":
+            self._builder.build(_native_tools(scope), profile)
+
+    async def prepare(self, scope: Scope) -> None:
+        """Wait, without blocking the event loop, until the scope's SDK is built."""
+        mode, profile, _ = scope.code_options()
+        if mode != "native":
+            await self._builder.build_async(_native_tools(scope), profile)
 
     # -- the runtime's hooks ----------------------------------------------------------
 
     def on_change(self, scope: Scope) -> None:
+        """Mark ``scope`` dirty; a debounced flush hands the new tool sets to the builder."""
         if self._closed or not self._code_mode_in_use(scope):
             return
-        specs = [tool_spec(d) for d in _native_tools(scope)]
-        fresh = [s for s in specs if sdkgen.spec_digest(s) not in self._warmed]
-        if not fresh:
+        self._dirty.add(scope)
+        self._last_change = time.monotonic()
+        if self._flush_pending:
             return
-        self._warmed.update(sdkgen.spec_digest(s) for s in fresh)
-        if self._warmer is None:
-            self._warmer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ptc-sdkgen")
-        # Generation is slow (datamodel-code-generator): do it off the event loop, ahead of use.
-        self._warmer.submit(self._warm, fresh)
+        try:
+            token = anyio.lowlevel.current_token()
+        except RuntimeError:
+            self._flush()  # no event loop to protect: snapshot now, build in the background
+            return
+        self._flush_pending = True
+        thread = threading.Thread(
+            target=self._debounce, args=(token,), name="ptc-sdk-debounce", daemon=True
+        )
+        thread.start()
 
     async def aclose(self) -> None:
         self._closed = True
         for run in list(self._runs):
             run.abort("the runtime closed during the run")
-        if self._warmer is not None:
-            self._warmer.shutdown(wait=False, cancel_futures=True)
+        self._builder.close()
         backend, self._backend = self._backend, None
         if backend is not None and self._owns_backend:
             await backend.aclose()
@@ -180,25 +219,31 @@ class CodeMode:
             current = current.parent
         return any(s.declared_mode not in (None, "native") for s in chain + subtree(scope))
 
-    def _warm(self, specs: list[sdkgen.ToolSpec]) -> None:
+    def _debounce(self, token: anyio.lowlevel.EventLoopToken) -> None:
+        started = time.monotonic()
+        while True:
+            quiet = time.monotonic() - self._last_change
+            if quiet >= _DEBOUNCE_S or time.monotonic() - started >= _DEBOUNCE_MAX_S:
+                break
+            time.sleep(_DEBOUNCE_S - quiet)
         try:
-            self._generator.prepare(specs)
-        except Exception:
-            logger.exception("warming the SDK generator failed (sdk() will retry on demand)")
+            anyio.from_thread.run_sync(self._flush, token=token)
+        except RuntimeError:  # the event loop is gone: nothing left to prepare for
+            self._flush_pending = False
 
-    def _sdk(self, definitions: Sequence[ToolDefinition], profile: Profile) -> sdkgen.Sdk:
-        key = (tuple(map(id, definitions)), profile)
-        with self._lock:
-            cached = self._sdks.get(key)
-            if cached is not None:
-                self._sdks.move_to_end(key)
-                return cached[1]
-        specs = [tool_spec(d) for d in definitions]
-        sdk = self._generator.generate(specs, header=sdk_header(profile))
-        with self._lock:
-            self._sdks[key] = (tuple(definitions), sdk)
-            _trim(self._sdks, _CACHE_ENTRIES)
-        return sdk
+    def _flush(self) -> None:
+        """On the event loop: snapshot the dirty scopes' tool sets, hand them to the builder."""
+        self._flush_pending = False
+        dirty, self._dirty = list(self._dirty), weakref.WeakSet()
+        seen: set[int] = set()
+        for changed in dirty:
+            for scope in subtree(changed):
+                if id(scope) in seen or scope.closed:
+                    continue
+                seen.add(id(scope))
+                mode, profile, _ = scope.code_options()
+                if mode != "native":
+                    self._builder.submit(_native_tools(scope), profile)
 
     async def _execute(
         self,
@@ -211,7 +256,8 @@ class CodeMode:
         code = arguments["code"]
         scope = context.execution.scope
         assert isinstance(code, str) and isinstance(scope, Scope)
-        problem = check_program(code, sdk, profile)
+        # Pre-flight parses (and, restricted, compiles) the program: off the event loop.
+        problem = await anyio.to_thread.run_sync(check_program, code, sdk, profile)
         if problem is not None:
             message = failure_message(problem.kind, problem.detail, "")
             meta: dict[str, JSON] = {"failure": {"kind": problem.kind, "detail": problem.detail}}
@@ -230,8 +276,3 @@ class CodeMode:
 
 def _native_tools(scope: Scope) -> tuple[ToolDefinition, ...]:
     return tuple(d for name, d in scope.view().visible.items() if name != RUN_CODE)
-
-
-def _trim(cache: OrderedDict[Any, Any], size: int) -> None:
-    while len(cache) > size:
-        cache.popitem(last=False)

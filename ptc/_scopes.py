@@ -64,7 +64,20 @@ class CodeModeHooks(Protocol):
         ...
 
     def sdk(self, scope: Scope) -> str:
-        """The SDK stub of the scope's visible native tools."""
+        """The SDK stub of the scope's visible native tools (built now if need be)."""
+        ...
+
+    def ensure_ready(self, scope: Scope) -> None:
+        """Build the scope's SDK now (blocking) unless it is built already."""
+        ...
+
+    async def prepare(self, scope: Scope) -> None:
+        """Wait, off the event loop, until the scope's SDK is built."""
+        ...
+
+    @property
+    def revision(self) -> int:
+        """Changes whenever an SDK finishes building."""
         ...
 
 
@@ -108,7 +121,7 @@ class Scope:
         self._children: dict[str, Scope] = {}
         self._disposers: list[Disposer] = []
         self._closed = False
-        self._cache: tuple[int, ToolView, CallSite] | None = None
+        self._cache: tuple[tuple[int, int], ToolView, CallSite] | None = None
 
     def __repr__(self) -> str:
         return f"<Scope {self.path}>"
@@ -322,16 +335,17 @@ class Scope:
 
     def _resolved(self) -> tuple[ToolView, CallSite]:
         tree = self._tree
+        code_mode = tree.code_mode
+        version = (tree.version, code_mode.revision if code_mode is not None else 0)
         cached = self._cache
-        if cached is not None and cached[0] == tree.version:
+        if cached is not None and cached[0] == version:
             return cached[1], cached[2]
         visible, restrictable = visible_tools([s._layer for s in self._chain])
         mode = self.code_options()[0]
         if mode != "native":
             # Code mode sees the native tools only: run_code's SDK is built from them.
-            assert tree.code_mode is not None
             natives = MappingProxyType(dict(visible))
-            visible[RESERVED_NAME] = tree.code_mode.run_code_tool(self, natives)
+            visible[RESERVED_NAME] = self._code_mode().run_code_tool(self, natives)
         frozen = MappingProxyType(visible)
         view = ToolView(
             visible=frozen,
@@ -347,21 +361,37 @@ class Scope:
             registry=tree.listeners,
             approver=tree.approver,
         )
-        self._cache = (tree.version, view, site)
+        self._cache = (version, view, site)
         return view, site
 
     def model_tools(self, format: ModelFormat = "raw") -> list[dict[str, JSON]]:
-        """The tool specs for the model: name, description and input schema only."""
+        """The tool specs for the model: name, description and input schema only.
+
+        In code or both mode ``run_code``'s description embeds the SDK: built in the
+        background after a change, and built here (blocking) if it is not ready yet —
+        ``await prepare()`` first to never block.
+        """
+        mode = self.code_options()[0]
+        if mode != "native":
+            self._code_mode().ensure_ready(self)
         visible = self.view().visible
-        if self.code_options()[0] == "code":
+        if mode == "code":
             visible = {k: v for k, v in visible.items() if k == RESERVED_NAME}
         return [model_spec(d, format) for d in visible.values()]
 
     def sdk(self) -> str:
-        """The SDK text for this scope's visible tools."""
+        """The SDK text for this scope's visible tools (built here if not ready yet)."""
+        return self._code_mode().sdk(self)
+
+    async def prepare(self) -> None:
+        """Wait until this scope's SDK is built, without blocking the event loop (a no-op
+        for a native scope). ``sdk()``, ``model_tools()`` and ``run_code`` never block after."""
+        await self._code_mode().prepare(self)
+
+    def _code_mode(self) -> CodeModeHooks:
         code_mode = self._tree.code_mode
-        assert code_mode is not None
-        return code_mode.sdk(self)
+        assert code_mode is not None, "the runtime installs code mode"
+        return code_mode
 
     # -- calling ------------------------------------------------------------------------
 

@@ -1,0 +1,175 @@
+"""SDKs built off the event loop: one per set of visible native tools and profile.
+
+Generation (datamodel-code-generator for new schemas, then assembly) runs on one
+background thread. ``submit`` schedules a build and returns its future (a build already
+in flight or done is shared); ``ready`` answers without waiting; ``build`` waits in the
+calling thread (the sync ``sdk()``/``model_tools()`` when nothing is ready yet) and
+``build_async`` waits without blocking the event loop. Each completed build bumps
+``revision`` so scopes can refresh what they derived from a pending SDK.
+
+Fragments are cached per schema digest in memory and, when a cache directory is usable,
+on disk (``PTC_CACHE_DIR``, else the user cache directory), so a restarted host is warm.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import anyio.to_thread
+import platformdirs
+
+import sdkgen
+from worker import Profile
+
+from ._tools import ToolDefinition
+
+__all__ = ("SdkBuilder", "SdkKey", "default_cache_dir", "tool_spec")
+
+logger = logging.getLogger("ptc")
+
+_ENTRIES = 128
+
+SdkKey = tuple[tuple[int, ...], Profile]
+"""The ids of the visible native definitions (in view order) and the profile."""
+
+
+def tool_spec(definition: ToolDefinition) -> sdkgen.ToolSpec:
+    """What the SDK generator sees of a definition (never its callbacks or policy)."""
+    return sdkgen.ToolSpec(
+        name=definition.name,
+        description=definition.description,
+        input_schema=definition.input_schema,
+        output_schema=definition.output.schema,
+    )
+
+
+def default_cache_dir() -> Path | None:
+    """``$PTC_CACHE_DIR`` or ``<user cache dir>/ptc/sdkgen``; ``None`` if neither is usable
+    (``PTC_CACHE_DIR=""`` turns the disk cache off)."""
+    configured = os.environ.get("PTC_CACHE_DIR")
+    if configured is not None:
+        path = Path(configured) if configured else None
+    else:
+        path = Path(platformdirs.user_cache_dir("ptc")) / "sdkgen"
+    if path is None:
+        return None
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return path if os.access(path, os.W_OK | os.X_OK) else None
+
+
+class SdkBuilder:
+    """Builds and caches SDKs on one background thread (see the module docstring)."""
+
+    def __init__(self, generator: sdkgen.SdkGenerator, header: Callable[[Profile], str]) -> None:
+        self._generator = generator
+        self._header = header
+        self._lock = threading.Lock()
+        # key -> (definitions, future): holding the definitions keeps their ids unique.
+        self._builds: OrderedDict[SdkKey, tuple[tuple[ToolDefinition, ...], Future[sdkgen.Sdk]]]
+        self._builds = OrderedDict()
+        self._executor: ThreadPoolExecutor | None = None
+        self._closed = False
+        self.revision = 0
+
+    @staticmethod
+    def key(definitions: Sequence[ToolDefinition], profile: Profile) -> SdkKey:
+        return (tuple(map(id, definitions)), profile)
+
+    def ready(self, definitions: Sequence[ToolDefinition], profile: Profile) -> sdkgen.Sdk | None:
+        """The SDK if it is built (never waits)."""
+        with self._lock:
+            entry = self._builds.get(self.key(definitions, profile))
+        if entry is None or not entry[1].done() or entry[1].exception() is not None:
+            return None
+        return entry[1].result()
+
+    def submit(self, definitions: Sequence[ToolDefinition], profile: Profile) -> Future[sdkgen.Sdk]:
+        """Schedule a build on the background thread (or share the one in flight or done)."""
+        definitions = tuple(definitions)
+        key = self.key(definitions, profile)
+        with self._lock:
+            entry = self._builds.get(key)
+            if entry is not None and not _failed(entry[1]):
+                self._builds.move_to_end(key)
+                return entry[1]
+            future: Future[sdkgen.Sdk] = Future()
+            self._builds[key] = (definitions, future)
+            while len(self._builds) > _ENTRIES:
+                self._builds.popitem(last=False)
+            if self._closed:
+                future.set_exception(RuntimeError("the runtime is closed"))
+                return future
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix="ptc-sdkgen")
+            self._executor.submit(self._run, future, definitions, profile)
+        return future
+
+    def build(self, definitions: Sequence[ToolDefinition], profile: Profile) -> sdkgen.Sdk:
+        """The SDK, building it in the calling thread if nothing is ready or in flight."""
+        sdk = self.ready(definitions, profile)
+        if sdk is not None:
+            return sdk
+        definitions = tuple(definitions)
+        key = self.key(definitions, profile)
+        with self._lock:
+            entry = self._builds.get(key)
+            if entry is None or _failed(entry[1]):
+                future: Future[sdkgen.Sdk] = Future()
+                self._builds[key] = (definitions, future)
+                mine = True
+            else:
+                future, mine = entry[1], False
+        if mine:
+            self._run(future, definitions, profile)
+        return future.result()
+
+    async def build_async(
+        self, definitions: Sequence[ToolDefinition], profile: Profile
+    ) -> sdkgen.Sdk:
+        """The SDK, waiting for the background build without blocking the event loop."""
+        sdk = self.ready(definitions, profile)
+        if sdk is not None:
+            return sdk
+        future = self.submit(definitions, profile)
+        return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+
+    def warm(self, batches: Sequence[tuple[Sequence[ToolDefinition], Profile]]) -> None:
+        """Submit a build for each ``(definitions, profile)`` (background; returns at once)."""
+        for definitions, profile in batches:
+            self.submit(definitions, profile)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    def _run(
+        self, future: Future[sdkgen.Sdk], definitions: tuple[ToolDefinition, ...], profile: Profile
+    ) -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            specs = [tool_spec(d) for d in definitions]
+            sdk = self._generator.generate(specs, header=self._header(profile))
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for it
+            logger.exception("SDK generation failed")
+            future.set_exception(exc)
+            return
+        with self._lock:
+            self.revision += 1  # before the result: a waiter's next view() must see it
+        future.set_result(sdk)
+
+
+def _failed(future: Future[sdkgen.Sdk]) -> bool:
+    return future.done() and (future.cancelled() or future.exception() is not None)

@@ -1,0 +1,203 @@
+"""SDKs are built off the event loop: background builds after changes (debounced),
+``prepare()``, the pending ``run_code``, blocking only when nothing is ready, and the
+disk cache a restarted host reads.
+
+Nothing here times anything: "off the event loop" is checked by the thread a build runs
+on, "debounced" by how many builds a burst of changes causes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import ptc
+import sdkgen
+from worker.testing import FakeBackend
+
+from .helpers import echo_tool
+
+pytestmark = pytest.mark.anyio
+
+PENDING = "The SDK of this scope is being generated"
+
+
+class Builds:
+    """Records every SDK assembly: the thread it ran on and the tools it covered."""
+
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+        self.tool_sets: list[tuple[str, ...]] = []
+
+
+@pytest.fixture
+def builds(monkeypatch: pytest.MonkeyPatch) -> Iterator[Builds]:
+    record = Builds()
+    original = sdkgen.SdkGenerator.generate
+
+    def generate(
+        self: sdkgen.SdkGenerator, specs: Sequence[sdkgen.ToolSpec], *, header: str = ""
+    ) -> sdkgen.Sdk:
+        record.threads.append(threading.current_thread().name)
+        record.tool_sets.append(tuple(sorted(s.name for s in specs)))
+        return original(self, specs, header=header)
+
+    monkeypatch.setattr(sdkgen.SdkGenerator, "generate", generate)
+    yield record
+
+
+def tool(name: str) -> ptc.ToolDefinition:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    return echo_tool(name, input_schema=schema)
+
+
+def runtime(**options: Any) -> ptc.ToolRuntime:
+    return ptc.ToolRuntime(
+        backend=FakeBackend(), containment=ptc.Containment(require=frozenset()), **options
+    )
+
+
+def description(scope: ptc.Scope) -> str:
+    text = scope.view().visible["run_code"].description
+    return text
+
+
+async def test_changes_build_in_the_background_and_prepare_waits_for_it(builds: Builds) -> None:
+    async with runtime(default_mode="code") as rt:
+        rt.register(tool("alpha"))
+        assert builds.threads == []  # register() built nothing itself
+        await rt.root.prepare()
+        assert builds.threads and all(t.startswith("ptc-sdkgen") for t in builds.threads)
+        assert "def alpha(" in description(rt.root) and PENDING not in description(rt.root)
+        count = len(builds.threads)
+        rt.root.sdk()
+        rt.root.model_tools()
+        assert len(builds.threads) == count  # ready: nothing built again
+
+
+async def test_a_burst_of_registrations_is_built_about_once(builds: Builds) -> None:
+    async with runtime(default_mode="code") as rt:
+        for index in range(200):
+            rt.register(tool(f"t{index:03}"))
+        await rt.root.prepare()
+        assert len(builds.tool_sets[-1]) == 200
+        # One debounced flush for the burst (plus, at most, one for a late straggler).
+        assert len(builds.tool_sets) <= 2, [len(s) for s in builds.tool_sets]
+
+
+async def test_present_as_builds_in_the_background(builds: Builds) -> None:
+    async with runtime() as rt:
+        rt.register(tool("alpha"))
+        agent = rt.scope("agent")
+        agent.present_as("code")
+        assert builds.threads == []
+        assert PENDING in description(agent)  # view() never waits for a build
+        await agent.prepare()
+        assert "def alpha(" in description(agent)
+
+
+async def test_every_tool_change_reaches_the_sdk(builds: Builds) -> None:
+    async with runtime(default_mode="code") as rt:
+        dispose = rt.register(tool("alpha"))
+        await rt.root.prepare()
+        rt.register(tool("beta"))
+        await rt.root.prepare()
+        assert "def alpha(" in description(rt.root) and "def beta(" in description(rt.root)
+        dispose()
+        await rt.root.prepare()
+        assert "def alpha(" not in description(rt.root) and "def beta(" in description(rt.root)
+        agent = rt.scope("agent")
+        agent.restrict(deny=["beta"])
+        await agent.prepare()
+        assert "def beta(" not in agent.sdk()
+
+
+async def test_sync_sdk_and_model_tools_build_when_nothing_is_ready(builds: Builds) -> None:
+    rt = runtime(default_mode="code")  # not entered: no event loop to protect
+    rt.register(tool("alpha"))
+    spec = rt.root.model_tools()[0]
+    assert spec["name"] == "run_code" and "def alpha(" in str(spec["description"])
+    assert PENDING not in str(spec["description"])
+    await rt.aclose()
+
+
+async def test_a_pending_run_code_waits_for_its_sdk_off_the_loop(builds: Builds) -> None:
+    async with runtime(default_mode="code") as rt:
+        rt.register(tool("alpha"))
+        assert PENDING in description(rt.root)
+        result = await rt.root.run_code("return tools.alpha(n=3)")
+        assert not result.is_error, result.content
+        assert result.value == {"result": {"n": 3}, "stdout": ""}
+        assert all(t.startswith("ptc-sdkgen") for t in builds.threads)
+
+
+async def test_a_native_scope_prepares_nothing(builds: Builds) -> None:
+    async with runtime() as rt:
+        rt.register(tool("alpha"))
+        await rt.root.prepare()
+        assert builds.threads == []
+
+
+async def test_a_restarted_host_reads_fragments_from_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PTC_CACHE_DIR", str(tmp_path))
+    async with runtime(default_mode="code") as first:
+        first.register(tool("alpha"))
+        stub = first.root.sdk()
+    assert os.listdir(tmp_path), "fragments were written to the cache directory"
+
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("datamodel-code-generator must not run on a warm disk cache")
+
+    import datamodel_code_generator
+
+    monkeypatch.setattr(datamodel_code_generator, "generate", fail)
+    async with runtime(default_mode="code") as second:
+        second.register(tool("alpha"))
+        assert second.root.sdk() == stub
+
+
+def corrupt_every_file(directory: Path) -> None:
+    for path in directory.iterdir():
+        path.write_bytes(b"\x00not json")
+
+
+async def test_unreadable_cache_entries_are_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PTC_CACHE_DIR", str(tmp_path))
+    async with runtime(default_mode="code") as first:
+        first.register(tool("alpha"))
+        stub = first.root.sdk()
+    corrupt_every_file(tmp_path)
+    async with runtime(default_mode="code") as second:
+        second.register(tool("alpha"))
+        assert second.root.sdk() == stub
+
+
+async def test_an_unusable_cache_directory_turns_the_disk_cache_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("PTC_CACHE_DIR", str(blocker / "cache"))
+    async with runtime(default_mode="code") as rt:
+        rt.register(tool("alpha"))
+        assert "def alpha(" in rt.root.sdk()
+
+
+async def test_a_scope_closed_during_a_build_is_skipped(builds: Builds) -> None:
+    async with runtime() as rt:
+        rt.register(tool("alpha"))
+        agent = rt.scope("agent")
+        agent.present_as("code")
+        agent.close()
+        await anyio.sleep(0.05)  # let the debounced flush run; it must not fail
+        assert agent.closed
