@@ -20,8 +20,6 @@ def test_all_names_are_exported_and_nothing_else_is_public() -> None:
         "spec_digest",
         "tool_idents",
     )
-    for name in sdkgen.__all__:
-        assert getattr(sdkgen, name) is not None
     public = {n for n in vars(sdkgen) if not n.startswith("_")}
     assert public == set(sdkgen.__all__)
 
