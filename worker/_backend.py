@@ -29,8 +29,9 @@ from . import _enforcement, _landlock, _seccomp
 from ._abc import CallHandler, StdoutListener, WorkerBackend
 from ._cgroups import CgroupJanitor, RunCgroups
 from ._errors import ProtocolError, WorkerError
+from ._framing import FrameDecoder, encode
+from ._messages import validate_child_frame
 from ._output import OutputCapture
-from ._protocol import FrameDecoder, encode, validate_child_frame
 from ._types import (
     CallReply,
     CallRequest,

@@ -19,7 +19,8 @@ from tests.security._support import SDK, echo_calls
 from worker import Limits, RunOutcome, RunRequest
 from worker._backend import Child, RunLoop
 from worker._cgroups import RunCgroups
-from worker._protocol import MAX_FRAME_BYTES, FrameDecoder, validate_child_frame
+from worker._framing import MAX_FRAME_BYTES, FrameDecoder
+from worker._messages import validate_child_frame
 
 
 def frame(obj: Any) -> bytes:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from types import CodeType, TracebackType
 from typing import Any
 
-from .._protocol import json_problem
+from .._framing import json_problem
 
 PROGRAM_FILENAME = "<program>"
 _MAIN = "__ptc_main__"
