@@ -25,6 +25,7 @@ import sys
 from typing import Any
 
 from ._errors import WorkerError
+from ._keeper_lines import SpawnFailed
 
 ALLOWED_MODULES: tuple[str, ...] = tuple(
     (
@@ -43,13 +44,13 @@ _PRELOAD: tuple[str, ...] = (
     "_strptime",
 )
 MAX_MESSAGE = 1 << 20
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+"""The ``worker`` package's directory (found without importing the package itself)."""
 
 
 def read_only_paths() -> list[str]:
     """What a child may read: the interpreter's install and every mapped shared object."""
-    import worker
-
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(worker.__file__)}
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, _PACKAGE_DIR}
     for name in ("RestrictedPython",):
         mod = sys.modules.get(name)
         if mod is not None and mod.__file__:
@@ -83,7 +84,7 @@ def _reap() -> None:
 
 
 def _spawn(msg: dict[str, Any], fds: list[int], static: dict[str, Any]) -> None:
-    from worker import _containment
+    from . import _containment
 
     if len(fds) != 2:
         return
@@ -93,7 +94,7 @@ def _spawn(msg: dict[str, Any], fds: list[int], static: dict[str, Any]) -> None:
     except OSError as exc:
         # Reported on the keeper's own socket, where the host waits for the keeper.
         with contextlib.suppress(OSError):
-            os.write(fds[1], json.dumps({"error": f"fork failed: {exc}"}).encode() + b"\n")
+            os.write(fds[1], SpawnFailed(error=f"fork failed: {exc}").to_line())
         return
     if pid == 0:
         for fd in static["close_in_child"]:
@@ -104,7 +105,7 @@ def _spawn(msg: dict[str, Any], fds: list[int], static: dict[str, Any]) -> None:
 
 
 def main(control_fd: int) -> None:
-    from worker import _containment
+    from . import _containment
 
     _containment.prctl(_containment.PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() == 1:  # the host died before we set the death signal
@@ -161,9 +162,7 @@ class ZygoteClient:
         """Start the zygote (blocking for a few ms: fork+exec only, preloading is async)."""
         self.stop()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        import worker
-
-        root = os.path.dirname(os.path.dirname(os.path.abspath(worker.__file__)))
+        root = os.path.dirname(_PACKAGE_DIR)
         try:
             self._proc = subprocess.Popen(
                 [os.path.abspath(sys.executable), "-I", "-c", _BOOT, root, str(theirs.fileno())],
