@@ -21,7 +21,7 @@ from typing import Any
 from .._errors import ProtocolError
 from .._framing import Frame, encode, json_problem, recv_frame
 from .._messages import validate_host_frame
-from ._program import ProgramStop
+from ._outcome import ProgramStop
 
 _EXIT_HOST_GONE = 70
 
