@@ -10,6 +10,7 @@ object's private attributes.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections.abc import Mapping
 from functools import cache
@@ -176,3 +177,17 @@ def test_no_module_reads_another_objects_private_attributes() -> None:
                 continue
             offenders.append(f"{module}:{node.lineno}: {ast.unparse(node)}")
     assert not offenders, "\n".join(offenders)
+
+
+def test_the_documented_stack_is_the_real_one() -> None:
+    """docs/architecture.md lists worker's modules bottom first; each imports only earlier ones."""
+    text = (ROOT.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text.split("### Layers", 1)[1].split("\n### ", 1)[0]
+    listed = [
+        "worker" if name == "__init__" else f"worker.{name}"
+        for name in re.findall(r"^\d+\. `([\w.]+)`", section, flags=re.M)
+    ]
+    assert sorted(listed) == sorted(MODULES)
+    for position, module in enumerate(listed):
+        later = internal(module) - set(listed[:position])
+        assert not later, f"{module} imports {sorted(later)}, listed after it"

@@ -43,6 +43,9 @@ def test_all_names_are_exported_and_nothing_else_is_public() -> None:
 
 
 def test_importing_worker_imports_neither_ptc_nor_restrictedpython() -> None:
-    code = "import sys, worker, worker.testing; print(sorted({'ptc', 'RestrictedPython'} & set(sys.modules)))"
+    code = (
+        "import sys, worker, worker.testing; "
+        "print(sorted({'ptc', 'RestrictedPython'} & set(sys.modules)))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
