@@ -33,9 +33,22 @@ CHILD_FAILURE_KINDS = frozenset(
 
 Sender: TypeAlias = Literal["child", "host"]
 
-Check: TypeAlias = Callable[[object, str], None]
-"""Checks one value found at ``where`` (a path such as ``call.calls[0].id``); raises
-:class:`ProtocolError` naming that path when it does not fit."""
+Check: TypeAlias = Callable[[object], None]
+"""Checks one value; raises :class:`_Mismatch` when it does not fit."""
+
+
+class _Mismatch(Exception):
+    """A value that does not fit; containers add where it sits as the error passes up
+    (so the path, e.g. ``call.calls[0].id``, costs nothing while frames are valid)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path: list[str] = []
+
+    def at(self, segment: str) -> _Mismatch:
+        self.path.append(segment)
+        return self
 
 
 # --- checks, and the combinators the table is written in ------------------------------
@@ -44,9 +57,9 @@ Check: TypeAlias = Callable[[object, str], None]
 def _exact(*types: type) -> Check:
     """A value of exactly one of ``types`` (``True`` is not an ``int`` here)."""
 
-    def check(value: object, where: str) -> None:
+    def check(value: object) -> None:
         if type(value) not in types:
-            raise ProtocolError(f"{where}: wrong type {type(value).__name__}")
+            raise _Mismatch(f"wrong type {type(value).__name__}")
 
     return check
 
@@ -58,51 +71,58 @@ _OBJECT = _exact(dict)
 _LIST = _exact(list)
 
 
-def _any(value: object, where: str) -> None:
+def _any(value: object) -> None:
     """Any JSON value (the framing already refused everything that is not JSON)."""
 
 
 def _one_of(*values: str) -> Check:
-    def check(value: object, where: str) -> None:
+    def check(value: object) -> None:
         if type(value) is not str or value not in values:
-            raise ProtocolError(f"{where}: must be one of {sorted(values)}")
+            raise _Mismatch(f"must be one of {sorted(values)}")
 
     return check
 
 
-def _positive_int(value: object, where: str) -> None:
-    _INT(value, where)
+def _positive_int(value: object) -> None:
+    _INT(value)
     assert isinstance(value, int)
     if value < 1:
-        raise ProtocolError(f"{where}: must be at least 1")
+        raise _Mismatch("must be at least 1")
 
 
 def _record(spec: Mapping[str, Check]) -> Check:
     """An object with exactly the fields of ``spec``, each passing its check."""
+    names = frozenset(spec)
+    checks = tuple(spec.items())
 
-    def check(value: object, where: str) -> None:
-        _OBJECT(value, where)
+    def check(value: object) -> None:
+        _OBJECT(value)
         assert isinstance(value, dict)
-        extra = sorted(set(value) - set(spec))
-        if extra:
-            raise ProtocolError(f"{where}: unknown field(s) {extra}")
-        missing = sorted(set(spec) - set(value))
-        if missing:
-            raise ProtocolError(f"{where}: missing field(s) {missing}")
-        for name, field_check in spec.items():
-            field_check(value[name], f"{where}.{name}")
+        if value.keys() != names:
+            extra = sorted(set(value) - names)
+            if extra:
+                raise _Mismatch(f"unknown field(s) {extra}")
+            raise _Mismatch(f"missing field(s) {sorted(names - set(value))}")
+        for name, field_check in checks:
+            try:
+                field_check(value[name])
+            except _Mismatch as exc:
+                raise exc.at(f".{name}") from None
 
     return check
 
 
 def _list_of(item: Check, *, min_items: int = 0) -> Check:
-    def check(value: object, where: str) -> None:
-        _LIST(value, where)
+    def check(value: object) -> None:
+        _LIST(value)
         assert isinstance(value, list)
         if len(value) < min_items:
-            raise ProtocolError(f"{where}: needs at least {min_items} item(s)")
+            raise _Mismatch(f"needs at least {min_items} item(s)")
         for i, element in enumerate(value):
-            item(element, f"{where}[{i}]")
+            try:
+                item(element)
+            except _Mismatch as exc:
+                raise exc.at(f"[{i}]") from None
 
     return check
 
@@ -110,25 +130,31 @@ def _list_of(item: Check, *, min_items: int = 0) -> Check:
 def _map_of(keys: Collection[str], value_check: Check) -> Check:
     """An object whose keys are some of ``keys``, every value passing ``value_check``."""
 
-    def check(value: object, where: str) -> None:
-        _OBJECT(value, where)
+    def check(value: object) -> None:
+        _OBJECT(value)
         assert isinstance(value, dict)
         for key, item in value.items():
             if key not in keys:
-                raise ProtocolError(f"{where}: unknown key {key[:50]!r}")
-            value_check(item, f"{where}.{key}")
+                raise _Mismatch(f"unknown key {key[:50]!r}")
+            try:
+                value_check(item)
+            except _Mismatch as exc:
+                raise exc.at(f".{key}") from None
 
     return check
 
 
-def _limits(value: object, where: str) -> None:
+_LIMIT_NUMBERS = _record({f.name: _NUMBER for f in fields(Limits)})
+
+
+def _limits(value: object) -> None:
     """Every ``Limits`` field, each a number, and together values ``Limits`` accepts."""
-    _record({f.name: _NUMBER for f in fields(Limits)})(value, where)
+    _LIMIT_NUMBERS(value)
     assert isinstance(value, dict)
     try:
         Limits(**value)
     except (TypeError, ValueError) as exc:
-        raise ProtocolError(f"{where}: {exc}") from exc
+        raise _Mismatch(str(exc)) from exc
 
 
 # --- the table ------------------------------------------------------------------------
@@ -183,6 +209,21 @@ SCHEMAS: Mapping[Sender, Mapping[str, FrameSchema]] = {
 # --- the validator --------------------------------------------------------------------
 
 
+def _frame_check(schema: FrameSchema, ok: bool) -> Check:
+    if schema.failed is None:
+        return _record({"type": _STR, **schema.fields})
+    return _record({"type": _STR, "ok": _any, **(schema.fields if ok else schema.failed)})
+
+
+# Built once: (sender, type, ok) -> the check of the whole frame.
+_FRAME_CHECKS: dict[tuple[Sender, str, bool], Check] = {
+    (sender, kind, ok): _frame_check(schema, ok)
+    for sender, schemas in SCHEMAS.items()
+    for kind, schema in schemas.items()
+    for ok in (True, False)
+}
+
+
 def validate_frame(sender: Sender, obj: object) -> Frame:
     """Check one decoded frame from ``sender`` against :data:`SCHEMAS`; return it or raise
     :class:`ProtocolError`."""
@@ -194,15 +235,15 @@ def validate_frame(sender: Sender, obj: object) -> Frame:
     schema = SCHEMAS[sender].get(kind)
     if schema is None:
         raise ProtocolError(f"unknown {sender} frame type {kind[:50]!r}")
-    spec: dict[str, Check] = {"type": _STR}
-    if schema.failed is None:
-        spec.update(schema.fields)
-    else:
+    ok: object = True
+    if schema.failed is not None:
         ok = obj.get("ok")
         if ok is not True and ok is not False:
             raise ProtocolError(f"{kind}: field 'ok' must be true or false")
-        spec.update(ok=_any, **(schema.fields if ok else schema.failed))
-    _record(spec)(obj, kind)
+    try:
+        _FRAME_CHECKS[sender, kind, ok is True](obj)
+    except _Mismatch as exc:
+        raise ProtocolError(f"{kind}{''.join(reversed(exc.path))}: {exc.message}") from exc
     return obj
 
 
