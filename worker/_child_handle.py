@@ -116,12 +116,7 @@ class ChildHandle:
             with anyio.fail_after(timeout_s):
                 hello = await self._keeper_line()
                 if not isinstance(hello, Hello):
-                    why = (
-                        hello.error
-                        if isinstance(hello, SpawnFailed)
-                        else "the keeper exited before forking"
-                    )
-                    raise WorkerError(f"zygote could not start a child: {why}")
+                    raise WorkerError(f"zygote could not start a child: {_no_hello(hello)}")
                 self._keeper_pid = hello.keeper_pid
                 self._pid = hello.child_pid
                 self._pidfd = os.pidfd_open(hello.child_pid)
@@ -254,3 +249,11 @@ class ChildHandle:
                 self._cgroups.remove()
             else:
                 janitor.discard(self._cgroups)
+
+
+def _no_hello(line: KeeperLine | None) -> str:
+    if line is None:
+        return "the keeper exited before forking"
+    if isinstance(line, SpawnFailed):
+        return line.error
+    return f"the keeper sent {type(line).__name__} before its hello"

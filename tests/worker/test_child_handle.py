@@ -56,6 +56,10 @@ async def fake() -> AsyncIterator[Fake]:
         ),
         (b"garbage\n", "not JSON"),
         (b"", "the keeper exited before forking"),
+        (
+            ExitReport(status=0, cpu_ms=0.0, maxrss_kib=0).to_line(),
+            "the keeper sent ExitReport before its hello",
+        ),
     ],
 )
 async def test_a_failed_handshake_is_a_worker_error_and_closes(
