@@ -33,8 +33,10 @@ ALLOWED_MODULES: tuple[str, ...] = tuple(
         "decimal fractions heapq bisect textwrap"
     ).split()
 )
-_PRELOAD: tuple[str, ...] = (
+"""What a restricted program may import (the same list as ``_child._restricted``'s)."""
+PRELOAD: tuple[str, ...] = (
     "worker._child",
+    "worker._child._restricted",  # imported by the child only for the restricted profile
     "worker._containment",
     "RestrictedPython",
     "traceback",
@@ -43,6 +45,7 @@ _PRELOAD: tuple[str, ...] = (
     "threading",
     "_strptime",
 )
+"""Imported by the zygote before it forks, so a child never reads them from disk."""
 MAX_MESSAGE = 1 << 20
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 """The ``worker`` package's directory (found without importing the package itself)."""
@@ -68,7 +71,7 @@ def read_only_paths() -> list[str]:
 
 
 def _preload() -> None:
-    for name in (*ALLOWED_MODULES, *_PRELOAD):
+    for name in (*ALLOWED_MODULES, *PRELOAD):
         try:
             importlib.import_module(name)
         except ImportError:  # pragma: no cover - reported by the child at serve time

@@ -42,28 +42,35 @@ def _tree(module: str) -> ast.Module:
     return ast.parse(MODULES[module].read_text(encoding="utf-8"), str(MODULES[module]))
 
 
-@cache
-def imports(module: str) -> frozenset[str]:
-    """Every module ``module`` imports anywhere in its source, resolved to full names.
+def imports_of(node: ast.Import | ast.ImportFrom, module: str) -> set[str]:
+    """The full names one import statement in ``module`` imports.
 
     ``from P import x`` counts as importing ``P.x`` when that is a worker module, else
     ``P``; importing a submodule does not count its parent packages (their ``__init__``
     runs, but that is Python's doing, not an edge of the stack)."""
-    is_package = MODULES[module].name == "__init__.py"
-    package = module if is_package else module.rpartition(".")[0]
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names}
+    if node.level:
+        is_package = MODULES[module].name == "__init__.py"
+        package = module if is_package else module.rpartition(".")[0]
+        base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+        base = f"{base}.{node.module}" if node.module else base
+    else:
+        base = node.module or ""
+    return {
+        f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+        for alias in node.names
+    }
+
+
+@cache
+def imports(module: str) -> frozenset[str]:
+    """Every module ``module`` imports anywhere in its source, resolved to full names
+    (``importlib.import_module`` with a literal name counts too)."""
     found: set[str] = set()
     for node in ast.walk(_tree(module)):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-                base = f"{base}.{node.module}" if node.module else base
-            else:
-                base = node.module or ""
-            for alias in node.names:
-                sub = f"{base}.{alias.name}"
-                found.add(sub if sub in MODULES else base)
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found |= imports_of(node, module)
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -74,6 +81,21 @@ def imports(module: str) -> frozenset[str]:
         ):
             found.add(node.args[0].value)
     return frozenset(found)
+
+
+@cache
+def module_level_imports(module: str) -> frozenset[str]:
+    """The worker modules ``module`` imports when it is imported (not in functions and not
+    under ``TYPE_CHECKING``): what a preloaded module brings along."""
+    found: set[str] = set()
+    for node in _tree(module).body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.update(name for name in imports_of(node, module) if name in MODULES)
+    return frozenset(found)
+
+
+def in_child(module: str) -> bool:
+    return module == CHILD or module.startswith(CHILD + ".")
 
 
 def internal(module: str) -> set[str]:
@@ -147,14 +169,28 @@ def test_worker_never_imports_ptc() -> None:
 
 
 def test_the_child_side_imports_only_the_stdlib_and_what_the_zygote_preloads() -> None:
-    child_side = closure(CHILD)
-    for module in [m for m in MODULES if m.startswith(CHILD + ".")]:
-        child_side |= closure(module)
-    outside = {m for m in child_side if not m.startswith(CHILD)}
+    child_side = set().union(*(closure(m) for m in MODULES if in_child(m)))
+    outside = {m for m in child_side if not in_child(m)}
     assert outside <= CHILD_MAY_IMPORT, outside - CHILD_MAY_IMPORT
     for module in sorted(child_side):
         foreign = external(module) - set(sys.stdlib_module_names) - CHILD_THIRD_PARTY
         assert not foreign, f"{module} imports {sorted(foreign)}"
+
+
+def test_the_zygote_preloads_every_worker_module_a_child_may_import() -> None:
+    from worker._child._restricted import ALLOWED_MODULES as restricted_allows
+    from worker._zygote import ALLOWED_MODULES, PRELOAD
+
+    assert set(ALLOWED_MODULES) == restricted_allows
+    preloaded = {name for name in PRELOAD if name in MODULES}
+    todo = list(preloaded)
+    while todo:
+        for name in module_level_imports(todo.pop()) - preloaded:
+            preloaded.add(name)
+            todo.append(name)
+    child_side = set().union(*(closure(m) for m in MODULES if in_child(m)))
+    assert child_side <= preloaded, sorted(child_side - preloaded)
+    assert CHILD_THIRD_PARTY <= set(PRELOAD)
 
 
 def test_the_zygote_and_keeper_import_only_the_stdlib_restrictedpython_and_pyseccomp() -> None:
