@@ -17,7 +17,7 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 demo: $(BIN)/.installed
-	$(BIN)/python -m ptc demo
+	$(BIN)/python -m benchmarks demo
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check ptc sdkgen worker tests benchmarks
@@ -31,7 +31,7 @@ pytest: $(BIN)/.installed
 test: lint typecheck pytest
 
 bench: $(BIN)/.installed
-	$(BIN)/python -m ptc bench all
+	$(BIN)/python -m benchmarks all
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

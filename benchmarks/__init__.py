@@ -1,1 +1,1 @@
-"""Benchmarks: the native-vs-code task suite and the latency suite (``ptc bench``)."""
+"""Benchmarks: the native-vs-code task suite and the latency suite (``python -m benchmarks``)."""

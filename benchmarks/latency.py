@@ -1,7 +1,7 @@
 """Latency of code mode against its baselines, side by side in one run (median and p99).
 
-``python -m benchmarks.latency [--quick] [--scale F]`` (or ``ptc bench latency``). Measures:
-run_code returning a constant (pool warm, full containment; runs 50 ms apart and back to
+``python -m benchmarks.latency [--quick] [--scale F]`` (or ``python -m benchmarks latency``).
+Measures: run_code returning a constant (pool warm, full containment; runs 50 ms apart and back to
 back) vs ``subprocess.run([python, "-I", "-c", ...])`` vs smolagents' in-process
 ``LocalPythonExecutor``; a nested call round trip vs the same call made in-process; a
 1,000-call program; CPU-bound programs in both ptc profiles vs smolagents (and plain
@@ -38,7 +38,9 @@ CONSTANT = "1"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ptc bench latency", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks latency", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--quick", action="store_true", help="few repetitions (a smoke run)")
     parser.add_argument("--scale", type=float, default=1.0,
                         help="multiply every repetition count (default 1: about 2 minutes)")

@@ -1,12 +1,12 @@
 """Native vs code mode on the example tools: turns, context bytes, tool calls, wall time.
 
 ``python -m benchmarks.native_vs_code [--quick] [--reps N] [--latency-ms 0,500]`` (or
-``ptc bench suite``). A scripted stand-in model drives native mode (one tool round per turn,
-each result's content entering the context); code mode sends each task's program in one
-``run_code`` call. Both answers are checked against the expected one; a wrong answer fails
-the run. Wall time with a model latency L is computed as measured wall + turns x L (the
-latency is simulated arithmetically, never slept). ``--model NAME --base-url URL`` instead
-runs the tasks with a real OpenAI-compatible model (see ``benchmarks/_model.py``).
+``python -m benchmarks suite``). A scripted stand-in model drives native mode (one tool
+round per turn, each result's content entering the context); code mode sends each task's
+program in one ``run_code`` call. Both answers are checked against the expected one; a
+wrong answer fails the run. Wall time with a model latency L is computed as measured wall +
+turns x L (the latency is simulated arithmetically, never slept). ``--model NAME --base-url
+URL`` instead runs the tasks with a real OpenAI-compatible model (see ``benchmarks/_model.py``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ RESULT_NAME = "native_vs_code"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ptc bench suite", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks suite", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--quick", action="store_true", help="one repetition (for make demo)")
     parser.add_argument("--reps", type=int, default=5, help="repetitions per task and mode")
     parser.add_argument("--latency-ms", default="0,500",

@@ -3,18 +3,20 @@
 Only what is *certainly* wrong fails here: a syntax error, a ``tools.X`` that names no
 visible tool, a keyword argument no parameter of that tool accepts, or (``restricted``
 profile) a construct RestrictedPython refuses to compile. Anything dynamic is left to run
-time, where the SDK raises the same errors.
+time, where the SDK raises the same errors. Syntax and policy are judged by the worker's
+own :func:`worker.parse_program` / :func:`worker.compile_program`, so a program fails here
+exactly as it would fail in the child, with the same detail and the user's line numbers.
 """
 
 from __future__ import annotations
 
 import ast
 import difflib
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from sdkgen import Sdk, ToolBinding
+from worker import CompileFailure, compile_program, parse_program
 
 PreflightKind = Literal["syntax", "preflight", "policy"]
 
@@ -27,34 +29,17 @@ class PreflightError:
 
 def check_program(code: str, sdk: Sdk, profile: str) -> PreflightError | None:
     """Return the first certain error in ``code``, or ``None`` when it may run."""
-    try:
-        # Wrapped like the worker wraps it, so a top-level ``return`` is not an error here.
-        tree = ast.parse(_as_function_body(code), filename="<program>")
-    except SyntaxError as exc:
-        return PreflightError(kind="syntax", detail=_describe_syntax_error(exc))
+    tree = parse_program(code)
+    if isinstance(tree, CompileFailure):
+        return PreflightError(kind=tree.kind, detail=tree.detail)
     problem = _check_tool_uses(tree, sdk)
     if problem is not None:
         return PreflightError(kind="preflight", detail=problem)
-    if profile == "restricted":
-        problem = _restricted_problems(code)
-        if problem is not None:
-            return PreflightError(kind="policy", detail=problem)
+    # What only compiling finds: `break` outside a loop, say, or the restricted policy.
+    compiled = compile_program(code, profile=profile)
+    if isinstance(compiled, CompileFailure):
+        return PreflightError(kind=compiled.kind, detail=compiled.detail)
     return None
-
-
-def _as_function_body(code: str) -> str:
-    # Indent every line so line numbers stay those of the program (the def is line 0).
-    body = "\n".join(" " + line for line in code.splitlines()) or " pass"
-    return "def ptc_program():\n" + body + "\n pass\n"
-
-
-def _describe_syntax_error(exc: SyntaxError) -> str:
-    line = (exc.lineno or 1) - 1  # the wrapper adds one line on top
-    col = max((exc.offset or 1) - 1, 1)  # and one column of indentation
-    text = (exc.text or "").rstrip("\n")[1:]
-    where = f"line {max(line, 1)}, column {col}"
-    snippet = f"\n    {text}\n    {' ' * (col - 1)}^" if text.strip() else ""
-    return f"{exc.msg} ({where}){snippet}"
 
 
 def _check_tool_uses(tree: ast.AST, sdk: Sdk) -> str | None:
@@ -155,24 +140,4 @@ def _param_list(binding: ToolBinding) -> str:
 
 
 def _line(node: ast.AST) -> int:
-    return max(getattr(node, "lineno", 1) - 1, 1)
-
-
-def _restricted_problems(code: str) -> str | None:
-    from RestrictedPython.compile import compile_restricted_exec
-
-    compiled = compile_restricted_exec(_as_function_body(code), filename="<program>")
-    errors = list(_shift_lines(compiled.errors))
-    if errors:
-        return "the restricted profile refuses this program: " + "; ".join(errors)
-    return None
-
-
-def _shift_lines(errors: Sequence[str]) -> Iterator[str]:
-    # RestrictedPython reports "Line N: ..." against the wrapped source.
-    for error in errors:
-        head, sep, rest = error.partition(":")
-        if sep and head.startswith("Line ") and head[5:].isdigit():
-            yield f"Line {max(int(head[5:]) - 1, 1)}:{rest}"
-        else:
-            yield error
+    return max(getattr(node, "lineno", 1), 1)

@@ -1,12 +1,16 @@
 """Worker processes: a zygote, contained children, the frame protocol and the child runtime.
 
-Host-side public face. ``worker`` never imports ``ptc``.
+Host-side public face. ``worker`` never imports ``ptc``. :func:`parse_program` and
+:func:`compile_program` are the child's own checks of a program, for a host's pre-flight.
 """
 
 from ._abc import CallHandler as CallHandler
 from ._abc import StdoutListener as StdoutListener
 from ._abc import WorkerBackend as WorkerBackend
 from ._backend import SubprocessBackend as SubprocessBackend
+from ._child._source import CompileFailure as CompileFailure
+from ._child._source import compile_program as compile_program
+from ._child._source import parse_program as parse_program
 from ._errors import ProtocolError as ProtocolError
 from ._errors import WorkerError as WorkerError
 from ._output import OutputCapture as OutputCapture
@@ -31,6 +35,7 @@ __all__ = (
     "CallHandler",
     "CallReply",
     "CallRequest",
+    "CompileFailure",
     "Containment",
     "Dimension",
     "Enforcement",
@@ -47,4 +52,6 @@ __all__ = (
     "SubprocessBackend",
     "WorkerBackend",
     "WorkerError",
+    "compile_program",
+    "parse_program",
 )

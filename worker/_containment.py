@@ -7,13 +7,13 @@ rlimits, no_new_privs, Landlock and seccomp, and runs the program via
 ``worker._child.serve``. The keeper stays outside: it lowers the child's per-run rlimits
 (CPU, AS) when the host takes it from the pool (a same-credential ``prlimit``: the host
 itself lacks CAP_SYS_RESOURCE here), reports the child's exit status and rusage, and as a
-subreaper sweeps any process left behind. Keeper <-> host messages are JSON lines.
+subreaper sweeps any process left behind. Keeper <-> host messages are JSON lines
+(``_keeper_lines``).
 """
 
 from __future__ import annotations
 
 import ctypes
-import json
 import math
 import os
 import resource
@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from . import _enforcement, _landlock, _seccomp
+from ._errors import WorkerError
+from ._keeper_lines import ExitReport, Hello, LimitsAck, parse_limits_request
 
 _libc = ctypes.CDLL(None, use_errno=True)
 CLONE_NEWNS = 0x00020000
@@ -132,16 +134,16 @@ def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
     return _keep(child, socket.socket(fileno=keeper_fd), bool(cfg["rlimits"]))
 
 
-def _send(sock: socket.socket, msg: dict[str, Any]) -> None:
+def _send(sock: socket.socket, line: bytes) -> None:
     try:
-        sock.sendall(json.dumps(msg).encode() + b"\n")
+        sock.sendall(line)
     except OSError:
         pass
 
 
 def _keep(child: int, sock: socket.socket, rlimits: bool) -> int:
     pidfd = os.pidfd_open(child)
-    _send(sock, {"keeper": os.getpid(), "child": child})
+    _send(sock, Hello(keeper_pid=os.getpid(), child_pid=child).to_line())
     buf = b""
     while True:
         watched: list[Any] = [sock, pidfd]
@@ -155,30 +157,31 @@ def _keep(child: int, sock: socket.socket, rlimits: bool) -> int:
         buf += data
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
-            _send(sock, _apply_limits(child, json.loads(line), rlimits))
+            _send(sock, _apply_limits(child, line, rlimits).to_line())
     _, status, usage = os.wait4(child, 0)
     _sweep()
     cpu_ms = (usage.ru_utime + usage.ru_stime) * 1000.0
-    _send(sock, {"exit": status, "cpu_ms": cpu_ms, "maxrss_kib": usage.ru_maxrss})
+    _send(sock, ExitReport(status=status, cpu_ms=cpu_ms, maxrss_kib=usage.ru_maxrss).to_line())
     return 0
 
 
-def _apply_limits(child: int, msg: dict[str, Any], rlimits: bool) -> dict[str, Any]:
+def _apply_limits(child: int, line: bytes, rlimits: bool) -> LimitsAck:
     if not rlimits:
-        return {"applied": False, "error": "rlimits off"}
+        return LimitsAck(applied=False, error="rlimits off", cpu_limit_s=0)
     try:
+        request = parse_limits_request(line)
         with open(f"/proc/{child}/stat", encoding="ascii") as fh:
             fields = fh.read().rsplit(")", 1)[1].split()
         used_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        cpu = math.ceil(used_s + float(msg["cpu_seconds"]))
+        cpu = math.ceil(used_s + request.cpu_seconds)
         # soft == hard: the child is pid 1 of its namespace, and a namespace init ignores
         # the soft limit's SIGXCPU; the hard limit's SIGKILL always lands.
         resource.prlimit(child, resource.RLIMIT_CPU, (cpu, cpu))
-        as_bytes = (int(msg["memory_mib"]) + 1024) * 1024 * 1024
+        as_bytes = (request.memory_mib + 1024) * 1024 * 1024
         resource.prlimit(child, resource.RLIMIT_AS, (as_bytes, as_bytes))
-    except (OSError, ValueError, KeyError, IndexError) as exc:
-        return {"applied": False, "error": str(exc)}
-    return {"applied": True, "error": "", "cpu_limit_s": cpu}
+    except (OSError, ValueError, IndexError, WorkerError) as exc:
+        return LimitsAck(applied=False, error=str(exc), cpu_limit_s=0)
+    return LimitsAck(applied=True, error="", cpu_limit_s=cpu)
 
 
 def _sweep() -> None:

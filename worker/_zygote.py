@@ -25,6 +25,7 @@ import sys
 from typing import Any
 
 from ._errors import WorkerError
+from ._keeper_lines import SpawnFailed
 
 ALLOWED_MODULES: tuple[str, ...] = tuple(
     (
@@ -32,8 +33,10 @@ ALLOWED_MODULES: tuple[str, ...] = tuple(
         "decimal fractions heapq bisect textwrap"
     ).split()
 )
-_PRELOAD: tuple[str, ...] = (
+"""What a restricted program may import (the same list as ``_child._restricted``'s)."""
+PRELOAD: tuple[str, ...] = (
     "worker._child",
+    "worker._child._restricted",  # imported by the child only for the restricted profile
     "worker._containment",
     "RestrictedPython",
     "traceback",
@@ -42,14 +45,15 @@ _PRELOAD: tuple[str, ...] = (
     "threading",
     "_strptime",
 )
+"""Imported by the zygote before it forks, so a child never reads them from disk."""
 MAX_MESSAGE = 1 << 20
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+"""The ``worker`` package's directory (found without importing the package itself)."""
 
 
 def read_only_paths() -> list[str]:
     """What a child may read: the interpreter's install and every mapped shared object."""
-    import worker
-
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(worker.__file__)}
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, _PACKAGE_DIR}
     for name in ("RestrictedPython",):
         mod = sys.modules.get(name)
         if mod is not None and mod.__file__:
@@ -67,7 +71,7 @@ def read_only_paths() -> list[str]:
 
 
 def _preload() -> None:
-    for name in (*ALLOWED_MODULES, *_PRELOAD):
+    for name in (*ALLOWED_MODULES, *PRELOAD):
         try:
             importlib.import_module(name)
         except ImportError:  # pragma: no cover - reported by the child at serve time
@@ -83,7 +87,7 @@ def _reap() -> None:
 
 
 def _spawn(msg: dict[str, Any], fds: list[int], static: dict[str, Any]) -> None:
-    from worker import _containment
+    from . import _containment
 
     if len(fds) != 2:
         return
@@ -93,7 +97,7 @@ def _spawn(msg: dict[str, Any], fds: list[int], static: dict[str, Any]) -> None:
     except OSError as exc:
         # Reported on the keeper's own socket, where the host waits for the keeper.
         with contextlib.suppress(OSError):
-            os.write(fds[1], json.dumps({"error": f"fork failed: {exc}"}).encode() + b"\n")
+            os.write(fds[1], SpawnFailed(error=f"fork failed: {exc}").to_line())
         return
     if pid == 0:
         for fd in static["close_in_child"]:
@@ -104,7 +108,7 @@ def _spawn(msg: dict[str, Any], fds: list[int], static: dict[str, Any]) -> None:
 
 
 def main(control_fd: int) -> None:
-    from worker import _containment
+    from . import _containment
 
     _containment.prctl(_containment.PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() == 1:  # the host died before we set the death signal
@@ -161,9 +165,7 @@ class ZygoteClient:
         """Start the zygote (blocking for a few ms: fork+exec only, preloading is async)."""
         self.stop()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        import worker
-
-        root = os.path.dirname(os.path.dirname(os.path.abspath(worker.__file__)))
+        root = os.path.dirname(_PACKAGE_DIR)
         try:
             self._proc = subprocess.Popen(
                 [os.path.abspath(sys.executable), "-I", "-c", _BOOT, root, str(theirs.fileno())],

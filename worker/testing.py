@@ -28,9 +28,10 @@ import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from ._abc import CallHandler, StdoutListener, WorkerBackend
-from ._child._program import ProgramResult, ProgramStop, run_program
+from ._child._outcome import ProgramResult, ProgramStop
+from ._child._program import run_program
+from ._framing import json_problem
 from ._output import OutputCapture
-from ._protocol import json_problem
 from ._types import (
     DIMENSIONS,
     CallReply,

@@ -8,6 +8,8 @@ import pytest
 
 import sdkgen
 from ptc._preflight import PreflightError, check_program
+from tests.worker.test_child_runtime import run_child
+from worker._child._program import run_program
 
 SPECS = [
     sdkgen.ToolSpec(
@@ -196,3 +198,57 @@ def test_a_restricted_program_that_uses_the_sdk_passes(sdk: sdkgen.Sdk) -> None:
         "counts = {}\nfor h in hits:\n    counts[h] = counts.get(h, 0) + 1\nreturn counts"
     )
     assert check(code, sdk, "restricted") is None
+
+
+# Pre-flight and the child judge a program with the same functions (worker.parse_program,
+# worker.compile_program): whatever fails here fails there identically, and vice versa.
+
+SYNTAX_AND_POLICY = [
+    ("yield 1", "python"),
+    ("x = [1]\nyield from x", "python"),
+    ("await x", "python"),
+    ("x = 1\nif x:\n    y = (yield x)", "python"),
+    ("x = (", "python"),
+    ("a = 1\nb = = 2", "python"),
+    ("total = 1\nprint(total", "python"),
+    ("for i in []:\n    pass\nbreak", "python"),
+    ("from math import *", "python"),
+    ("a = 1\n_b = 2\nexec('x')", "restricted"),
+]
+
+
+@pytest.mark.parametrize(("code", "profile"), SYNTAX_AND_POLICY)
+def test_pre_flight_fails_exactly_as_the_child_program_runner(
+    sdk: sdkgen.Sdk, code: str, profile: str
+) -> None:
+    problem = check(code, sdk, profile)
+    ran = run_program(code, profile=profile, names={}, result_bytes=1000)
+    assert not ran.ok
+    assert problem == PreflightError(kind=ran.kind, detail=ran.detail)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("code", ["yield 1", "x = [1]\nyield from x", "await x"])
+def test_top_level_yield_and_await_fail_alike_in_pre_flight_and_a_real_child(
+    sdk: sdkgen.Sdk, code: str
+) -> None:
+    problem = check(code, sdk)
+    assert problem is not None and problem.kind == "syntax"
+    assert "outside function (line " in problem.detail
+    done = run_child(code).done
+    assert done == {"type": "done", "ok": False, "kind": "syntax", "detail": problem.detail}
+
+
+@pytest.mark.parametrize(
+    ("code", "value"),
+    [
+        ("return 1", 1),
+        ("if True:\n    return 'early'\nreturn 'late'", "early"),
+        ("def g():\n    yield 1\n    yield 2\nreturn list(g())", [1, 2]),
+        ("def g():\n    yield from range(2)\nlist(g())", [0, 1]),
+    ],
+)
+def test_function_bodies_pass_pre_flight_and_run_in_a_real_child(
+    sdk: sdkgen.Sdk, code: str, value: object
+) -> None:
+    assert check(code, sdk) is None
+    assert run_child(code).done == {"type": "done", "ok": True, "value": value}

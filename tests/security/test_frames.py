@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 
 from tests.security._support import SDK, echo_calls
 from worker import Limits, RunOutcome, RunRequest
-from worker._backend import Child, RunLoop
 from worker._cgroups import RunCgroups
-from worker._protocol import MAX_FRAME_BYTES, FrameDecoder, validate_child_frame
+from worker._child_handle import ChildHandle
+from worker._framing import MAX_FRAME_BYTES
+from worker._runloop import RunLoop
 
 
 def frame(obj: Any) -> bytes:
@@ -32,16 +33,11 @@ async def drive(data: bytes, limits: Limits | None = None) -> RunOutcome:
     host, fake_child = socket.socketpair()
     keeper_host, keeper_child = socket.socketpair()
     keeper_child.close()  # no keeper: the exit status is unknown
-    child = Child(
-        keeper_pid=0,
-        pid=0,
-        pidfd=-1,
+    child = ChildHandle(
         run=await UNIXSocketStream.from_socket(host),
         keeper=await UNIXSocketStream.from_socket(keeper_host),
-        decoder=FrameDecoder(validate_child_frame),
         cgroups=RunCgroups(),
         scratch=tempfile.mkdtemp(prefix="ptc-run-"),
-        enforcement={},
     )
     request = RunRequest(code="return 1", sdk_module=SDK, limits=limits or Limits(wall_seconds=2))
     now = time.monotonic()

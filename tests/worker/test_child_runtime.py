@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from worker import Limits
-from worker._protocol import FrameDecoder, encode, validate_child_frame
+from worker._framing import FrameDecoder, encode
+from worker._messages import validate_child_frame
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from worker._child._program import ProgramResult, ProgramStop, check_result, run_program
+from worker._child._outcome import ProgramResult, ProgramStop, check_result
+from worker._child._program import run_program
 
 
 def run(code: str, *, result_bytes: int = 10_000, **names: Any) -> ProgramResult:

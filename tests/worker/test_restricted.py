@@ -12,7 +12,8 @@ import textwrap
 
 import pytest
 
-from worker._child._program import ProgramResult, run_program
+from worker._child._outcome import ProgramResult
+from worker._child._program import run_program
 from worker._child._restricted import ALLOWED_MODULES
 
 

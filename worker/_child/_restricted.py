@@ -36,7 +36,7 @@ from RestrictedPython.Guards import (
 )
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
 
-from ._program import ProgramStop
+from ._outcome import ProgramStop
 
 ALLOWED_MODULES = frozenset(
     "json re math statistics datetime collections itertools functools random string "

@@ -15,7 +15,8 @@ import threading
 from typing import Any, NoReturn
 
 from .._types import Limits
-from ._program import ProgramResult, ProgramStop, run_program
+from ._outcome import ProgramResult, ProgramStop
+from ._program import run_program
 from ._transport import Channel, ChannelTransport
 
 _EXIT_BAD_START = 71

@@ -19,8 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 from .._errors import ProtocolError
-from .._protocol import Frame, encode, json_problem, recv_frame
-from ._program import ProgramStop
+from .._framing import Frame, encode, json_problem, recv_frame
+from .._messages import validate_host_frame
+from ._outcome import ProgramStop
 
 _EXIT_HOST_GONE = 70
 
@@ -51,7 +52,7 @@ class Channel:
 
     def recv(self) -> Frame:
         try:
-            frame = recv_frame(self._sock)
+            frame = recv_frame(self._sock, validate_host_frame)
         except (OSError, ProtocolError):
             os._exit(_EXIT_HOST_GONE)
         if frame is None:

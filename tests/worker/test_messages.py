@@ -1,28 +1,22 @@
-"""The wire protocol: framing, strict validation both ways, and hostile bytes."""
+"""Frame schemas: one table, one validator for both directions, hostile objects."""
 
 from __future__ import annotations
 
 import json
-import socket
 import struct
 from typing import Any
 
 import pytest
-from anyio.abc import UNIXSocketStream
-from anyio.streams.buffered import BufferedByteReceiveStream
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker._errors import ProtocolError, WorkerError
-from worker._protocol import (
-    MAX_FRAME_BYTES,
-    FrameDecoder,
-    encode,
-    read_frame,
-    recv_frame,
-    send_frame,
-    send_frame_sync,
+from worker._errors import ProtocolError
+from worker._framing import FrameDecoder, encode
+from worker._messages import (
+    SCHEMAS,
+    Sender,
     validate_child_frame,
+    validate_frame,
     validate_host_frame,
 )
 
@@ -117,74 +111,47 @@ def test_invalid_host_frames_are_protocol_errors(obj: object) -> None:
         validate_host_frame(obj)
 
 
-def _raw(body: bytes) -> bytes:
-    return struct.pack(">I", len(body)) + body
+EXAMPLES: dict[Sender, list[dict[str, Any]]] = {"child": VALID_CHILD, "host": VALID_HOST}
+
+
+@pytest.mark.parametrize("sender", ["child", "host"])
+def test_the_examples_cover_every_frame_type_and_both_ok_variants(sender: Sender) -> None:
+    examples = EXAMPLES[sender]
+    assert {f["type"] for f in examples} == set(SCHEMAS[sender])
+    for kind, schema in SCHEMAS[sender].items():
+        if schema.failed is not None:
+            assert {f["ok"] for f in examples if f["type"] == kind} == {True, False}, kind
 
 
 @pytest.mark.parametrize(
-    ("body", "needle"),
+    ("sender", "frame"), [("host", f) for f in VALID_CHILD] + [("child", f) for f in VALID_HOST]
+)
+def test_a_frame_is_valid_from_one_sender_only(sender: Sender, frame: dict[str, Any]) -> None:
+    with pytest.raises(ProtocolError, match=f"unknown {sender} frame type"):
+        validate_frame(sender, frame)
+
+
+@pytest.mark.parametrize(
+    ("obj", "needle"),
     [
-        (b'{"type":"stdout","data":NaN}', "non-finite"),
-        (b'{"type":"stdout","data":"x","data":"y"}', "duplicate"),
-        (b'{"type":"stdout","data":"\xff"}', "UTF-8"),
-        (b'{"type":"stdout"', "JSON"),
-        (b"[" * 100_000, "JSON"),
-        (b'{"type":"stdout","data":' + b"9" * 10_000 + b"}", "JSON"),
+        ({"type": "call", "calls": [{"id": 1, "tool": 5, "arguments": {}}]}, "call.calls[0].tool"),
+        (
+            {"type": "ready", "pid": 1, "enforcement": {"cpu": {**FULL, "x": 1}}},
+            "ready.enforcement.cpu",
+        ),
+        ({"type": "done", "ok": False, "kind": "timeout", "detail": ""}, "done.kind"),
+        ({"type": "done", "ok": None, "value": 1}, "'ok' must be true or false"),
+        ({"type": "stdout"}, "missing field(s) ['data']"),
     ],
 )
-def test_malformed_bodies_name_the_problem(body: bytes, needle: str) -> None:
-    with pytest.raises(ProtocolError, match=needle):
-        FrameDecoder(validate_child_frame).feed(_raw(body))
+def test_errors_name_the_path_of_the_bad_field(obj: object, needle: str) -> None:
+    with pytest.raises(ProtocolError) as info:
+        validate_child_frame(obj)
+    assert needle in info.value.detail
 
 
-def test_oversized_length_is_rejected_before_the_body_arrives() -> None:
-    decoder = FrameDecoder(validate_child_frame)
-    with pytest.raises(ProtocolError, match="exceeds"):
-        decoder.feed(struct.pack(">I", MAX_FRAME_BYTES + 1))
-    with pytest.raises(ProtocolError):  # stays broken
-        decoder.feed(encode({"type": "stdout", "data": ""}))
-
-
-def test_encode_refuses_nan_and_oversized_frames() -> None:
-    with pytest.raises(ValueError):
-        encode({"type": "done", "ok": True, "value": float("nan")})
-    with pytest.raises(ProtocolError):
-        encode({"type": "stdout", "data": "x" * (MAX_FRAME_BYTES + 1)})
-
-
-def test_decoder_reassembles_frames_split_at_every_byte() -> None:
-    frames = VALID_CHILD
-    data = b"".join(encode(f) for f in frames)
-    decoder = FrameDecoder(validate_child_frame)
-    out: list[dict[str, Any]] = []
-    for i in range(len(data)):
-        out += decoder.feed(data[i : i + 1])
-    decoder.eof()
-    assert out == frames
-
-
-def test_eof_inside_a_frame_is_a_protocol_error() -> None:
-    decoder = FrameDecoder(validate_child_frame)
-    decoder.feed(encode({"type": "stdout", "data": "abc"})[:-1])
-    with pytest.raises(ProtocolError, match="ended inside"):
-        decoder.eof()
-
-
-def test_protocol_error_is_a_worker_error() -> None:
-    assert issubclass(ProtocolError, WorkerError)
-    assert ProtocolError("x").detail == "x"
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.binary(max_size=300))
-def test_arbitrary_bytes_only_ever_raise_protocol_error(data: bytes) -> None:
-    for validate in (validate_child_frame, validate_host_frame):
-        decoder = FrameDecoder(validate)
-        try:
-            decoder.feed(data)
-            decoder.eof()
-        except ProtocolError:
-            pass
+def _raw(body: bytes) -> bytes:
+    return struct.pack(">I", len(body)) + body
 
 
 _json = st.recursive(
@@ -218,48 +185,3 @@ def test_forged_objects_and_garbage_suffixes_only_raise_protocol_error(
                 FrameDecoder(validate).feed(data)
             except ProtocolError:
                 pass
-
-
-def test_blocking_helpers_over_a_socketpair() -> None:
-    a, b = socket.socketpair()
-    with a, b:
-        send_frame_sync(a, VALID_HOST[0])
-        send_frame_sync(a, VALID_HOST[1])
-        assert recv_frame(b) == VALID_HOST[0]
-        assert recv_frame(b) == VALID_HOST[1]
-        a.sendall(encode({"type": "stdout", "data": "x"}))
-        with pytest.raises(ProtocolError):  # a child frame is not a host frame
-            recv_frame(b)
-        a.shutdown(socket.SHUT_WR)
-        assert recv_frame(b) is None
-
-
-def test_blocking_recv_reports_a_truncated_frame() -> None:
-    a, b = socket.socketpair()
-    with a, b:
-        a.sendall(encode(VALID_HOST[1])[:-2])
-        a.shutdown(socket.SHUT_WR)
-        with pytest.raises(ProtocolError, match="ended inside"):
-            recv_frame(b)
-
-
-@pytest.mark.anyio
-async def test_async_helpers_over_a_socketpair() -> None:
-    a, b = socket.socketpair()
-    async with await UNIXSocketStream.from_socket(a) as host_stream:
-        b.sendall(encode(VALID_CHILD[0]) + encode(VALID_CHILD[3])[:-1])
-        reader = BufferedByteReceiveStream(host_stream)
-        assert await read_frame(reader) == VALID_CHILD[0]
-        await send_frame(host_stream, VALID_HOST[1])
-        assert recv_frame(b) == VALID_HOST[1]
-        b.close()
-        with pytest.raises(ProtocolError, match="ended inside"):
-            await read_frame(reader)
-
-
-@pytest.mark.anyio
-async def test_async_read_returns_none_at_a_clean_end() -> None:
-    a, b = socket.socketpair()
-    async with await UNIXSocketStream.from_socket(a) as host_stream:
-        b.close()
-        assert await read_frame(BufferedByteReceiveStream(host_stream)) is None

@@ -1,0 +1,136 @@
+"""The host's handle on one child, against fake keeper and run sockets (no zygote)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+
+import anyio
+import pytest
+from anyio.abc import UNIXSocketStream
+
+from worker._cgroups import RunCgroups
+from worker._child_handle import ChildHandle
+from worker._errors import WorkerError
+from worker._framing import encode
+from worker._keeper_lines import ExitReport, Hello, LimitsAck, LimitsRequest, SpawnFailed
+
+pytestmark = pytest.mark.anyio
+
+
+@dataclass
+class Fake:
+    handle: ChildHandle
+    run: socket.socket
+    """The child's end of the run channel."""
+    keeper: socket.socket
+    """The keeper's end of its socketpair."""
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[Fake]:
+    run_host, run_child = socket.socketpair()
+    keep_host, keep_child = socket.socketpair()
+    handle = ChildHandle(
+        run=await UNIXSocketStream.from_socket(run_host),
+        keeper=await UNIXSocketStream.from_socket(keep_host),
+        cgroups=RunCgroups(),
+        scratch=tempfile.mkdtemp(prefix="ptc-run-"),
+    )
+    with run_child, keep_child:
+        yield Fake(handle, run_child, keep_child)
+        keep_child.close()  # the keeper's EOF: close() need not wait for its report
+        await handle.close()
+
+
+@pytest.mark.parametrize(
+    ("keeper_says", "needle"),
+    [
+        (
+            SpawnFailed(error="fork failed: EAGAIN").to_line(),
+            "could not start a child: fork failed",
+        ),
+        (b"garbage\n", "not JSON"),
+        (b"", "the keeper exited before forking"),
+        (
+            ExitReport(status=0, cpu_ms=0.0, maxrss_kib=0).to_line(),
+            "the keeper sent ExitReport before its hello",
+        ),
+    ],
+)
+async def test_a_failed_handshake_is_a_worker_error_and_closes(
+    fake: Fake, keeper_says: bytes, needle: str
+) -> None:
+    fake.keeper.sendall(keeper_says)
+    fake.keeper.shutdown(socket.SHUT_WR)
+    with pytest.raises(WorkerError, match=needle):
+        await fake.handle.handshake(2.0)
+    assert fake.handle.closed and not fake.handle.ready
+
+
+@pytest.fixture
+def stand_in() -> Iterator[subprocess.Popen[bytes]]:
+    """A process standing in for the child, so the handle has a real pid to open and kill."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+async def test_a_handshake_reads_hello_then_ready(
+    fake: Fake, stand_in: subprocess.Popen[bytes]
+) -> None:
+    fake.keeper.sendall(Hello(keeper_pid=0, child_pid=stand_in.pid).to_line())
+    full = {"level": "full", "mechanism": "Landlock", "gap": ""}
+    fake.run.sendall(encode({"type": "ready", "pid": 1, "enforcement": {"filesystem": full}}))
+    await fake.handle.handshake(5.0)
+    assert fake.handle.ready and fake.handle.pid == stand_in.pid
+    assert fake.handle.enforcement["filesystem"].level == "full"
+    fake.keeper.close()  # no exit report: close() still kills through the pidfd
+    await fake.handle.close()
+    assert await anyio.to_thread.run_sync(stand_in.wait) == -9
+
+
+async def test_limits_are_applied_through_the_keeper(fake: Fake) -> None:
+    fake.keeper.sendall(LimitsAck(applied=True, error="", cpu_limit_s=7).to_line())
+    ack = await fake.handle.apply_limits(LimitsRequest(cpu_seconds=5, memory_mib=64))
+    assert ack.applied and fake.handle.cpu_limit_s == 7.0
+    assert fake.keeper.recv(100) == b'{"cpu_seconds":5,"memory_mib":64}\n'
+
+
+@pytest.mark.parametrize(
+    ("keeper_says", "why"),
+    [
+        (b"", "keeper exited"),
+        (b"{}\n", "unknown fields"),
+        (ExitReport(status=9, cpu_ms=1.0, maxrss_kib=1).to_line(), "keeper sent ExitReport"),
+    ],
+)
+async def test_limits_not_applied_say_why_and_never_raise(
+    fake: Fake, keeper_says: bytes, why: str
+) -> None:
+    fake.keeper.sendall(keeper_says)
+    fake.keeper.shutdown(socket.SHUT_WR)
+    ack = await fake.handle.apply_limits(LimitsRequest(cpu_seconds=5, memory_mib=64))
+    assert not ack.applied and why in ack.error
+    assert fake.handle.cpu_limit_s == 0.0
+
+
+async def test_the_exit_report_is_kept(fake: Fake) -> None:
+    report = ExitReport(status=9, cpu_ms=3.5, maxrss_kib=100)
+    fake.keeper.sendall(LimitsAck(applied=False, error="x", cpu_limit_s=0).to_line())
+    fake.keeper.sendall(report.to_line())
+    assert await fake.handle.wait_exit() == report
+    assert fake.handle.exit == report
+
+
+async def test_a_keeper_that_breaks_its_protocol_is_a_worker_error(fake: Fake) -> None:
+    fake.keeper.sendall(b'{"exit": "no"}\n')
+    with pytest.raises(WorkerError):
+        await fake.handle.wait_exit()
+    await fake.handle.close()  # and closing still works
+    assert fake.handle.closed

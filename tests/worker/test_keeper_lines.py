@@ -1,0 +1,107 @@
+"""The keeper's line protocol: every line round-trips; anything malformed is a WorkerError."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from worker._errors import WorkerError
+from worker._keeper_lines import (
+    MAX_LINE_BYTES,
+    ExitReport,
+    Hello,
+    KeeperLine,
+    KeeperLineDecoder,
+    LimitsAck,
+    LimitsRequest,
+    SpawnFailed,
+    parse_keeper_line,
+    parse_limits_request,
+)
+
+FROM_KEEPER: list[KeeperLine] = [
+    Hello(keeper_pid=10, child_pid=11),
+    SpawnFailed(error="fork failed: [Errno 11] EAGAIN"),
+    LimitsAck(applied=True, error="", cpu_limit_s=31),
+    LimitsAck(applied=False, error="rlimits off", cpu_limit_s=0),
+    ExitReport(status=9, cpu_ms=12.5, maxrss_kib=20_000),
+]
+
+
+@pytest.mark.parametrize("line", FROM_KEEPER)
+def test_keeper_lines_round_trip(line: KeeperLine) -> None:
+    wire = line.to_line()
+    assert wire.endswith(b"\n") and wire.count(b"\n") == 1
+    assert parse_keeper_line(wire[:-1]) == line
+
+
+def test_the_wire_keys_are_the_documented_ones() -> None:
+    assert Hello(keeper_pid=1, child_pid=2).to_line() == b'{"keeper":1,"child":2}\n'
+    assert ExitReport(status=0, cpu_ms=1.0, maxrss_kib=3).to_line() == (
+        b'{"exit":0,"cpu_ms":1.0,"maxrss_kib":3}\n'
+    )
+
+
+def test_the_limits_request_round_trips() -> None:
+    request = LimitsRequest(cpu_seconds=1.5, memory_mib=64)
+    assert parse_limits_request(request.to_line()[:-1]) == request
+
+
+@pytest.mark.parametrize(
+    ("line", "needle"),
+    [
+        (b"", "not JSON"),
+        (b"{nope", "not JSON"),
+        (b"[1]", "not a JSON object"),
+        (b'{"keeper": 1}', "unknown fields"),
+        (b'{"keeper": 1, "child": 2, "x": 3}', "unknown fields"),
+        (b'{"keeper": "1", "child": 2}', "'keeper' has the wrong type"),
+        (b'{"keeper": true, "child": 2}', "'keeper' has the wrong type"),
+        (b'{"exit": 0, "cpu_ms": "1", "maxrss_kib": 3}', "'cpu_ms'"),
+        (b'{"applied": 1, "error": "", "cpu_limit_s": 1}', "'applied'"),
+        (b'{"error": null}', "'error'"),
+    ],
+)
+def test_malformed_keeper_lines_are_worker_errors(line: bytes, needle: str) -> None:
+    with pytest.raises(WorkerError, match=needle):
+        parse_keeper_line(line)
+
+
+@pytest.mark.parametrize(
+    "line", [b'{"cpu_seconds": 1}', b'{"cpu_seconds": 1, "memory_mib": 1.5}', b"7"]
+)
+def test_a_malformed_limits_request_is_a_worker_error(line: bytes) -> None:
+    with pytest.raises(WorkerError):
+        parse_limits_request(line)
+
+
+def test_the_decoder_reassembles_lines_split_at_every_byte() -> None:
+    data = b"".join(line.to_line() for line in FROM_KEEPER)
+    decoder = KeeperLineDecoder()
+    out: list[KeeperLine] = []
+    for i in range(len(data)):
+        out += decoder.feed(data[i : i + 1])
+    assert out == FROM_KEEPER
+
+
+def test_the_decoder_stays_broken_after_a_bad_line() -> None:
+    decoder = KeeperLineDecoder()
+    with pytest.raises(WorkerError):
+        decoder.feed(b"garbage\n")
+    with pytest.raises(WorkerError):
+        decoder.feed(Hello(keeper_pid=1, child_pid=2).to_line())
+
+
+def test_an_endless_line_is_refused() -> None:
+    with pytest.raises(WorkerError, match="longer than"):
+        KeeperLineDecoder().feed(b"x" * (MAX_LINE_BYTES + 1))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes_only_ever_raise_worker_error(data: bytes) -> None:
+    try:
+        KeeperLineDecoder().feed(data)
+    except WorkerError:
+        pass

@@ -1,0 +1,51 @@
+"""The public surface of worker is pinned."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import worker
+
+
+def test_all_names_are_exported_and_nothing_else_is_public() -> None:
+    assert worker.__all__ == (
+        "DIMENSIONS",
+        "FAILURE_KINDS",
+        "CallHandler",
+        "CallReply",
+        "CallRequest",
+        "CompileFailure",
+        "Containment",
+        "Dimension",
+        "Enforcement",
+        "FailureKind",
+        "Limits",
+        "Output",
+        "OutputCapture",
+        "Profile",
+        "ProtocolError",
+        "RunOutcome",
+        "RunRequest",
+        "RunStats",
+        "StdoutListener",
+        "SubprocessBackend",
+        "WorkerBackend",
+        "WorkerError",
+        "compile_program",
+        "parse_program",
+    )
+    for name in worker.__all__:
+        assert hasattr(worker, name), name
+    # `testing` is a public submodule (the fake backend); everything else is private.
+    public = {n for n in vars(worker) if not n.startswith("_")} - {"testing"}
+    assert public == set(worker.__all__)
+
+
+def test_importing_worker_imports_neither_ptc_nor_restrictedpython() -> None:
+    code = (
+        "import sys, worker, worker.testing; "
+        "print(sorted({'ptc', 'RestrictedPython'} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,79 @@
+"""How a program ends: a JSON value, or a child failure kind with its detail.
+
+:class:`ProgramStop` is how a limit or a policy guard ends a run from inside;
+:class:`ProgramResult` is the end as data (it becomes the ``done`` frame);
+:func:`check_result` accepts a program's value only as plain JSON within ``result_bytes``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .._framing import json_problem
+
+MAX_DETAIL_CHARS = 16 * 1024
+"""Longest failure detail sent to the host (head and tail kept around a marker)."""
+
+
+class ProgramStop(BaseException):
+    """Ends a run from inside with a given failure kind (a limit, a policy violation).
+
+    A ``BaseException`` so a plain ``except Exception`` in the program does not swallow
+    it; whoever raises it also records it, so a program that catches it anyway still
+    ends with this kind.
+    """
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProgramResult:
+    """How a program ended: a JSON value, or a child failure kind with its detail."""
+
+    ok: bool
+    value: Any = None
+    kind: str = ""
+    detail: str = ""
+
+    @classmethod
+    def failure(cls, kind: str, detail: str) -> ProgramResult:
+        return cls(ok=False, kind=kind, detail=cap_detail(detail))
+
+    def as_frame(self) -> dict[str, Any]:
+        if self.ok:
+            return {"type": "done", "ok": True, "value": self.value}
+        return {"type": "done", "ok": False, "kind": self.kind, "detail": self.detail}
+
+
+def check_result(value: Any, *, result_bytes: int) -> ProgramResult:
+    """Accept ``value`` only as a plain JSON value whose encoding fits ``result_bytes``."""
+    problem = json_problem(value)
+    if problem is not None:
+        return ProgramResult.failure(
+            "invalid-result", f"the result must be a JSON value: {problem}"
+        )
+    size = len(
+        json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(
+            "utf-8", "surrogatepass"
+        )
+    )
+    if size > result_bytes:
+        return ProgramResult.failure(
+            "invalid-result",
+            f"the result is {size} bytes as JSON, over the limit of {result_bytes} bytes "
+            "(Limits.result_bytes); return a smaller value or print a summary",
+        )
+    return ProgramResult(ok=True, value=value)
+
+
+def cap_detail(text: str) -> str:
+    """``text`` cut to :data:`MAX_DETAIL_CHARS`, keeping its head and tail."""
+    if len(text) <= MAX_DETAIL_CHARS:
+        return text
+    half = MAX_DETAIL_CHARS // 2
+    return f"{text[:half]}\n... [{len(text) - 2 * half} characters omitted] ...\n{text[-half:]}"

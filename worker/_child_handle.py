@@ -1,0 +1,259 @@
+"""The host's handle on one contained child: its run channel, its keeper, its cgroups.
+
+A :class:`ChildHandle` is made as soon as the zygote was asked for a child (the sockets
+exist, the processes may not yet). :meth:`ChildHandle.handshake` waits for the keeper's
+hello and the child's ``ready``; afterwards the run loop reads frames with
+:meth:`~ChildHandle.next_frame` and writes with :meth:`~ChildHandle.send`. Keeper lines are
+read only here (``_keeper_lines`` parses them); the exit report is kept for whoever asks.
+:meth:`~ChildHandle.close` kills the tree, confirms it is gone and releases everything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+from collections import deque
+
+import anyio
+from anyio.abc import SocketStream
+
+from . import _enforcement
+from ._cgroups import CgroupJanitor, RunCgroups
+from ._errors import WorkerError
+from ._framing import Frame, FrameDecoder
+from ._keeper_lines import (
+    ExitReport,
+    Hello,
+    KeeperLine,
+    KeeperLineDecoder,
+    LimitsAck,
+    LimitsRequest,
+    SpawnFailed,
+)
+from ._messages import validate_child_frame
+from ._types import Dimension, Enforcement
+
+KILL_CONFIRM_S = 2.0
+KEEPER_REPORT_S = 0.02
+
+
+class ChildHandle:
+    """One contained child (and its keeper) as the host sees it. Used by one run at most."""
+
+    def __init__(
+        self, *, run: SocketStream, keeper: SocketStream, cgroups: RunCgroups, scratch: str
+    ) -> None:
+        self._run = run
+        self._keeper = keeper
+        self._cgroups = cgroups
+        self._scratch = scratch
+        self._decoder = FrameDecoder(validate_child_frame)
+        self._frames: deque[Frame] = deque()
+        self._lines = KeeperLineDecoder()
+        self._pending_lines: deque[KeeperLine] = deque()
+        self._keeper_pid = 0
+        self._pid = 0
+        self._pidfd = -1
+        self._enforcement: dict[Dimension, Enforcement] = {}
+        self._exit: ExitReport | None = None
+        self._cpu_limit_s = 0.0
+        self._ready = False
+        self._closed = False
+
+    @property
+    def cgroups(self) -> RunCgroups:
+        return self._cgroups
+
+    @property
+    def pid(self) -> int:
+        """The child's pid (0 before the keeper's hello)."""
+        return self._pid
+
+    @property
+    def keeper_pid(self) -> int:
+        """The keeper's pid (0 before its hello)."""
+        return self._keeper_pid
+
+    @property
+    def scratch(self) -> str:
+        """The child's private scratch directory (removed by :meth:`close`)."""
+        return self._scratch
+
+    @property
+    def enforcement(self) -> dict[Dimension, Enforcement]:
+        """What the child reported it applied (in ``ready``); a copy."""
+        return dict(self._enforcement)
+
+    @property
+    def exit(self) -> ExitReport | None:
+        """The keeper's exit report, once it was read."""
+        return self._exit
+
+    @property
+    def cpu_limit_s(self) -> float:
+        """The RLIMIT_CPU the keeper applied for this run (0 when none was)."""
+        return self._cpu_limit_s
+
+    @property
+    def ready(self) -> bool:
+        return self._ready
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # --- the run channel --------------------------------------------------------------
+
+    async def handshake(self, timeout_s: float) -> None:
+        """Wait for the keeper's hello and the child's ``ready``.
+
+        Raises ``WorkerError`` (and closes the handle) when either does not come."""
+        if self._ready:
+            return
+        try:
+            with anyio.fail_after(timeout_s):
+                hello = await self._keeper_line()
+                if not isinstance(hello, Hello):
+                    raise WorkerError(f"zygote could not start a child: {_no_hello(hello)}")
+                self._keeper_pid = hello.keeper_pid
+                self._pid = hello.child_pid
+                self._pidfd = os.pidfd_open(hello.child_pid)
+                frame = await self.next_frame()
+            if frame is None or frame["type"] != "ready":
+                raise WorkerError(f"child did not send ready (got {frame and frame['type']})")
+            self._enforcement = _enforcement.from_json(frame["enforcement"])
+            self._ready = True
+        except (WorkerError, OSError, TimeoutError) as exc:
+            await self.close()
+            if isinstance(exc, WorkerError):
+                raise
+            raise WorkerError(f"child failed to start: {exc!r}") from exc
+        except BaseException:
+            await self.close()
+            raise
+
+    async def next_frame(self) -> Frame | None:
+        """The next validated child frame; ``None`` at EOF; ``ProtocolError`` if malformed."""
+        while not self._frames:
+            try:
+                data = await self._run.receive()
+            except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionResetError):
+                self._decoder.eof()
+                return None
+            self._frames.extend(self._decoder.feed(data))
+        return self._frames.popleft()
+
+    async def send(self, data: bytes) -> None:
+        """Write encoded frames to the child (errors propagate: the caller decides)."""
+        await self._run.send(data)
+
+    # --- the keeper -------------------------------------------------------------------
+
+    async def apply_limits(self, request: LimitsRequest) -> LimitsAck:
+        """Have the keeper lower the child's CPU and address-space rlimits.
+
+        Never raises: a keeper that is gone or breaks its protocol gives a not-applied
+        answer that says why."""
+        try:
+            await self._keeper.send(request.to_line())
+            line = await self._keeper_line()
+        except (WorkerError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            return LimitsAck(applied=False, error=str(exc) or type(exc).__name__, cpu_limit_s=0)
+        if not isinstance(line, LimitsAck):
+            why = "keeper exited" if line is None else f"keeper sent {type(line).__name__}"
+            return LimitsAck(applied=False, error=why, cpu_limit_s=0)
+        if line.applied:
+            self._cpu_limit_s = float(line.cpu_limit_s)
+        return line
+
+    async def wait_exit(self) -> ExitReport | None:
+        """Read the keeper's lines up to its exit report (``None`` if it ends first).
+
+        ``WorkerError`` if the keeper breaks its protocol."""
+        while self._exit is None and await self._keeper_line() is not None:
+            pass
+        return self._exit
+
+    async def _keeper_line(self) -> KeeperLine | None:
+        while not self._pending_lines:
+            if self._lines.failed is not None:  # do not wait for more from a broken keeper
+                raise self._lines.failed
+            try:
+                data = await self._keeper.receive()
+            except (
+                anyio.EndOfStream,
+                anyio.ClosedResourceError,
+                anyio.BrokenResourceError,  # reset: the keeper died with our request unread
+                OSError,
+            ):
+                return None
+            self._pending_lines.extend(self._lines.feed(data))
+        line = self._pending_lines.popleft()
+        if isinstance(line, ExitReport):
+            self._exit = line
+        return line
+
+    async def _keeper_report(self) -> None:
+        with contextlib.suppress(WorkerError):  # a broken keeper: cgroup.kill takes it down
+            await self.wait_exit()
+
+    # --- the end ----------------------------------------------------------------------
+
+    async def kill(self) -> None:
+        """Kill the whole tree and confirm it is gone (keeper exit, cgroup empty)."""
+        if self._closed:
+            return
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+        # The child is pid 1 of its namespace (or at least the tree's root): its death
+        # takes the namespace with it; the keeper then reports rusage and sweeps orphans.
+        # Give the keeper a moment to report before cgroup.kill takes it down too.
+        with anyio.move_on_after(KEEPER_REPORT_S):
+            await self._keeper_report()
+            # After the keeper's report only the keeper itself is left, exiting; writing
+            # cgroup.kill then costs more (10-20 ms here) than letting it finish.
+            for _ in range(100):
+                if self._exit is None or not self._cgroups.populated():
+                    break
+                await anyio.sleep(0.0005)
+        if self._exit is None or self._cgroups.populated():
+            self._cgroups.kill()
+        with anyio.move_on_after(KILL_CONFIRM_S) as scope:
+            await self._keeper_report()
+            while True:
+                if not self._cgroups.populated():
+                    break
+                await anyio.sleep(0.0005)
+        if scope.cancelled_caught and self._keeper_pid > 0:  # belt and braces: the keeper
+            with contextlib.suppress(OSError):
+                os.kill(self._keeper_pid, signal.SIGKILL)
+
+    async def close(self, janitor: CgroupJanitor | None = None) -> None:
+        """Kill (if needed) and release everything: sockets, pidfd, scratch, cgroups.
+
+        With ``janitor``, the cgroup directories are removed on its thread."""
+        if self._closed:
+            return
+        with anyio.CancelScope(shield=True):
+            await self.kill()
+            self._closed = True
+            for stream in (self._run, self._keeper):
+                with contextlib.suppress(Exception):
+                    await stream.aclose()
+            with contextlib.suppress(OSError):
+                os.close(self._pidfd)
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            if janitor is None:
+                self._cgroups.remove()
+            else:
+                janitor.discard(self._cgroups)
+
+
+def _no_hello(line: KeeperLine | None) -> str:
+    if line is None:
+        return "the keeper exited before forking"
+    if isinstance(line, SpawnFailed):
+        return line.error
+    return f"the keeper sent {type(line).__name__} before its hello"

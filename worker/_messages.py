@@ -1,0 +1,257 @@
+"""The frames' schemas, one table for both directions, and the one validator that reads it.
+
+Every frame is a JSON object with a string ``"type"``; :data:`SCHEMAS` maps the sender
+(``"child"`` or ``"host"``) and the type to the exact set of fields, each with its check.
+``done`` and ``result`` have two variants told apart by ``ok`` (``true``: a value;
+``false``: why not). Unknown types, unknown or missing fields and wrong types are all
+:class:`ProtocolError`, so both sides treat the other's frames as hostile until
+:func:`validate_frame` accepted them.
+
+Child -> host: ``ready call stdout log done``; host -> child: ``start result``. Frame
+*order* (ready first, nothing after done, increasing call ids) is the host's run loop's
+job (``_runloop``); this module checks each frame alone.
+
+Used by the host on every child frame (``_child_handle``) and by the child on every host
+frame (``_child._transport``), so it imports only the standard library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, fields
+from typing import Literal, TypeAlias
+
+from ._errors import ProtocolError
+from ._framing import Frame
+from ._types import DIMENSIONS, Limits
+
+CHILD_FAILURE_KINDS = frozenset(
+    ("exception", "policy", "invalid-result", "memory-limit", "syntax")
+    + ("call-limit", "output-limit")
+)
+"""Failure kinds a child may report in ``done``; the host decides every other kind itself."""
+
+Sender: TypeAlias = Literal["child", "host"]
+
+Check: TypeAlias = Callable[[object], None]
+"""Checks one value; raises :class:`_Mismatch` when it does not fit."""
+
+
+class _Mismatch(Exception):
+    """A value that does not fit; containers add where it sits as the error passes up
+    (so the path, e.g. ``call.calls[0].id``, costs nothing while frames are valid)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path: list[str] = []
+
+    def at(self, segment: str) -> _Mismatch:
+        self.path.append(segment)
+        return self
+
+
+# --- checks, and the combinators the table is written in ------------------------------
+
+
+def _exact(*types: type) -> Check:
+    """A value of exactly one of ``types`` (``True`` is not an ``int`` here)."""
+
+    def check(value: object) -> None:
+        if type(value) not in types:
+            raise _Mismatch(f"wrong type {type(value).__name__}")
+
+    return check
+
+
+_INT = _exact(int)
+_STR = _exact(str)
+_NUMBER = _exact(int, float)
+_OBJECT = _exact(dict)
+_LIST = _exact(list)
+
+
+def _any(value: object) -> None:
+    """Any JSON value (the framing already refused everything that is not JSON)."""
+
+
+def _one_of(*values: str) -> Check:
+    def check(value: object) -> None:
+        if type(value) is not str or value not in values:
+            raise _Mismatch(f"must be one of {sorted(values)}")
+
+    return check
+
+
+def _positive_int(value: object) -> None:
+    _INT(value)
+    assert isinstance(value, int)
+    if value < 1:
+        raise _Mismatch("must be at least 1")
+
+
+def _record(spec: Mapping[str, Check]) -> Check:
+    """An object with exactly the fields of ``spec``, each passing its check."""
+    names = frozenset(spec)
+    checks = tuple(spec.items())
+
+    def check(value: object) -> None:
+        _OBJECT(value)
+        assert isinstance(value, dict)
+        if value.keys() != names:
+            extra = sorted(set(value) - names)
+            if extra:
+                raise _Mismatch(f"unknown field(s) {extra}")
+            raise _Mismatch(f"missing field(s) {sorted(names - set(value))}")
+        for name, field_check in checks:
+            try:
+                field_check(value[name])
+            except _Mismatch as exc:
+                raise exc.at(f".{name}") from None
+
+    return check
+
+
+def _list_of(item: Check, *, min_items: int = 0) -> Check:
+    def check(value: object) -> None:
+        _LIST(value)
+        assert isinstance(value, list)
+        if len(value) < min_items:
+            raise _Mismatch(f"needs at least {min_items} item(s)")
+        for i, element in enumerate(value):
+            try:
+                item(element)
+            except _Mismatch as exc:
+                raise exc.at(f"[{i}]") from None
+
+    return check
+
+
+def _map_of(keys: Collection[str], value_check: Check) -> Check:
+    """An object whose keys are some of ``keys``, every value passing ``value_check``."""
+
+    def check(value: object) -> None:
+        _OBJECT(value)
+        assert isinstance(value, dict)
+        for key, item in value.items():
+            if key not in keys:
+                raise _Mismatch(f"unknown key {key[:50]!r}")
+            try:
+                value_check(item)
+            except _Mismatch as exc:
+                raise exc.at(f".{key}") from None
+
+    return check
+
+
+_LIMIT_NUMBERS = _record({f.name: _NUMBER for f in fields(Limits)})
+
+
+def _limits(value: object) -> None:
+    """Every ``Limits`` field, each a number, and together values ``Limits`` accepts."""
+    _LIMIT_NUMBERS(value)
+    assert isinstance(value, dict)
+    try:
+        Limits(**value)
+    except (TypeError, ValueError) as exc:
+        raise _Mismatch(str(exc)) from exc
+
+
+# --- the table ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FrameSchema:
+    """The fields of one frame type besides ``type``: one set, or two told apart by ``ok``."""
+
+    fields: Mapping[str, Check]
+    failed: Mapping[str, Check] | None = None
+    """When set, the frame carries ``ok``: ``true`` adds :attr:`fields`, ``false`` these."""
+
+
+_ENFORCEMENT = _record(
+    {"level": _one_of("full", "partial", "none"), "mechanism": _STR, "gap": _STR}
+)
+_CALL = _record({"id": _positive_int, "tool": _STR, "arguments": _OBJECT})
+_LOG_RECORD = _record(
+    {"name": _STR, "levelno": _INT, "levelname": _STR, "msg": _STR, "created": _NUMBER}
+)
+
+SCHEMAS: Mapping[Sender, Mapping[str, FrameSchema]] = {
+    "child": {
+        "ready": FrameSchema({"pid": _INT, "enforcement": _map_of(DIMENSIONS, _ENFORCEMENT)}),
+        "call": FrameSchema({"calls": _list_of(_CALL, min_items=1)}),
+        "stdout": FrameSchema({"data": _STR}),
+        "log": FrameSchema({"record": _LOG_RECORD}),
+        "done": FrameSchema(
+            {"value": _any},
+            failed={"kind": _one_of(*CHILD_FAILURE_KINDS), "detail": _STR},
+        ),
+    },
+    "host": {
+        "start": FrameSchema(
+            {
+                "code": _STR,
+                "sdk_module": _STR,
+                "profile": _one_of("python", "restricted"),
+                "limits": _limits,
+            }
+        ),
+        "result": FrameSchema(
+            {"id": _INT, "value": _any},
+            failed={"id": _INT, "code": _STR, "message": _STR},
+        ),
+    },
+}
+"""Sender -> frame type -> schema. The only description of the frames' fields."""
+
+
+# --- the validator --------------------------------------------------------------------
+
+
+def _frame_check(schema: FrameSchema, ok: bool) -> Check:
+    if schema.failed is None:
+        return _record({"type": _STR, **schema.fields})
+    return _record({"type": _STR, "ok": _any, **(schema.fields if ok else schema.failed)})
+
+
+# Built once: (sender, type, ok) -> the check of the whole frame.
+_FRAME_CHECKS: dict[tuple[Sender, str, bool], Check] = {
+    (sender, kind, ok): _frame_check(schema, ok)
+    for sender, schemas in SCHEMAS.items()
+    for kind, schema in schemas.items()
+    for ok in (True, False)
+}
+
+
+def validate_frame(sender: Sender, obj: object) -> Frame:
+    """Check one decoded frame from ``sender`` against :data:`SCHEMAS`; return it or raise
+    :class:`ProtocolError`."""
+    if type(obj) is not dict:
+        raise ProtocolError(f"frame is a JSON {type(obj).__name__}, not an object")
+    kind = obj.get("type")
+    if type(kind) is not str:
+        raise ProtocolError("frame has no string 'type'")
+    schema = SCHEMAS[sender].get(kind)
+    if schema is None:
+        raise ProtocolError(f"unknown {sender} frame type {kind[:50]!r}")
+    ok: object = True
+    if schema.failed is not None:
+        ok = obj.get("ok")
+        if ok is not True and ok is not False:
+            raise ProtocolError(f"{kind}: field 'ok' must be true or false")
+    try:
+        _FRAME_CHECKS[sender, kind, ok is True](obj)
+    except _Mismatch as exc:
+        raise ProtocolError(f"{kind}{''.join(reversed(exc.path))}: {exc.message}") from exc
+    return obj
+
+
+def validate_child_frame(obj: object) -> Frame:
+    """:func:`validate_frame` for frames the child sends (the host's decoder uses it)."""
+    return validate_frame("child", obj)
+
+
+def validate_host_frame(obj: object) -> Frame:
+    """:func:`validate_frame` for frames the host sends (the child's reader uses it)."""
+    return validate_frame("host", obj)

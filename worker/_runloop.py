@@ -1,0 +1,272 @@
+"""The host side of one run: ``start`` out, frames in, replies out, limits and order kept.
+
+:class:`RunLoop` drives one :class:`~worker._child_handle.ChildHandle` that has sent
+``ready``: it sends ``start``, then reads frames until ``done`` and EOF, under the wall
+clock and the host's ``abort``. The frames' schemas were checked by the decoder; the loop
+checks their *order* (no second ``ready``, nothing after ``done``, call ids that increase)
+and the limits only the host can count (``max_calls``, ``stream_bytes``). Any breach ends
+the run with its failure kind; when the channel closes without ``done`` the loop asks the
+keeper and the cgroup why the child died.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from ._abc import CallHandler, StdoutListener
+from ._child_handle import ChildHandle
+from ._errors import ProtocolError, WorkerError
+from ._framing import Frame, encode
+from ._output import OutputCapture
+from ._types import (
+    CallReply,
+    CallRequest,
+    Dimension,
+    Enforcement,
+    FailureKind,
+    RunOutcome,
+    RunRequest,
+    RunStats,
+)
+
+Kill = tuple[FailureKind, str]
+DEATH_REPORT_S = 1.0
+
+
+class RunLoop:
+    """The host side of one run: frames in, replies out, limits and order enforced."""
+
+    def __init__(
+        self,
+        request: RunRequest,
+        *,
+        on_calls: CallHandler,
+        on_stdout: StdoutListener | None,
+        abort: anyio.Event | None,
+        deadline: float,
+        started: float,
+    ) -> None:
+        self.request = request
+        self.on_calls = on_calls
+        self.on_stdout = on_stdout
+        self.abort = abort
+        self.deadline = deadline
+        self.started = started
+        self.capture = OutputCapture(
+            output_bytes=request.limits.output_bytes, stream_bytes=request.limits.stream_bytes
+        )
+        self.enforcement: dict[Dimension, Enforcement] = {}
+        self.calls = 0
+        self.last_id = 0
+        self.done: Frame | None = None
+        self.peak_memory_kib = 0
+        self.handler_error: BaseException | None = None
+        self._send_lock = anyio.Lock()
+        self._scope: anyio.CancelScope | None = None
+        self._aborted = False
+
+    def fail(
+        self, kind: FailureKind, detail: str, enforcement: Mapping[Dimension, Enforcement]
+    ) -> RunOutcome:
+        """An outcome for a run that ended before its child ran anything."""
+        return RunOutcome(
+            ok=False,
+            kind=kind,
+            detail=detail,
+            output=self.capture.output(),
+            enforcement=dict(enforcement),
+            stats=self._stats(None),
+        )
+
+    def finish(self, outcome: RunOutcome | None, child: ChildHandle) -> RunOutcome:
+        """The run's outcome with output, enforcement and stats; re-raises a handler's error."""
+        if self.handler_error is not None:
+            raise self.handler_error
+        if outcome is None:
+            done = self.done or {}
+            if done.get("ok") is True:
+                outcome = RunOutcome(ok=True, value=done.get("value"))
+            else:
+                kind = done.get("kind", "worker-exit")
+                outcome = RunOutcome(ok=False, kind=kind, detail=done.get("detail", ""))
+        return dataclasses.replace(
+            outcome,
+            output=self.capture.output(),
+            enforcement=self.enforcement,
+            stats=self._stats(child),
+        )
+
+    def _stats(self, child: ChildHandle | None) -> RunStats:
+        report = child.exit if child is not None else None
+        cpu_ms = float(report.cpu_ms) if report else 0.0
+        peak = self.peak_memory_kib or (report.maxrss_kib if report else 0)
+        return RunStats(
+            wall_ms=(time.monotonic() - self.started) * 1000.0,
+            cpu_ms=cpu_ms,
+            calls=self.calls,
+            peak_memory_kib=peak,
+        )
+
+    async def drive(self, child: ChildHandle) -> RunOutcome | None:
+        """Send ``start`` and run to the end. ``None`` means: use the ``done`` frame."""
+        start = {
+            "type": "start",
+            "code": self.request.code,
+            "profile": self.request.profile,
+            "sdk_module": self.request.sdk_module,
+            "limits": dataclasses.asdict(self.request.limits),
+        }
+        kill: Kill | None = None
+        async with anyio.create_task_group() as tg:
+            with anyio.CancelScope(deadline=_to_anyio(self.deadline)) as scope:
+                self._scope = scope
+                if self.abort is not None:
+                    tg.start_soon(self._watch_abort, self.abort)
+                try:
+                    await child.send(encode(start))
+                    kill = await self._frames(child, tg)
+                except (anyio.BrokenResourceError, OSError):
+                    kill = await self._death(child)
+            tg.cancel_scope.cancel()
+        if self.handler_error is not None:
+            return None
+        if self._aborted:
+            kill = ("abort", "the run was aborted by the host")
+        elif scope.cancelled_caught:
+            wall = self.request.limits.wall_seconds
+            kill = ("timeout", f"wall clock limit of {wall:g} s exceeded")
+        if kill is None:
+            return None
+        return RunOutcome(ok=False, kind=kill[0], detail=kill[1])
+
+    async def _watch_abort(self, abort: anyio.Event) -> None:
+        await abort.wait()
+        self._aborted = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def _frames(self, child: ChildHandle, tg: anyio.abc.TaskGroup) -> Kill | None:
+        limits = self.request.limits
+        while True:
+            try:
+                frame = await child.next_frame()
+            except ProtocolError as exc:
+                return ("protocol", exc.detail)
+            if frame is None:
+                return None if self.done is not None else await self._death(child)
+            kind = frame["type"]
+            if self.done is not None:
+                return ("protocol", f"{kind!r} frame after done")
+            if kind == "ready":
+                return ("protocol", "second ready frame")
+            if kind == "call":
+                for call in frame["calls"]:
+                    if call["id"] <= self.last_id:
+                        return ("protocol", f"call id {call['id']} does not increase")
+                    self.last_id = call["id"]
+                self.calls += len(frame["calls"])
+                if self.calls > limits.max_calls:
+                    return ("call-limit", f"more than {limits.max_calls} tool calls")
+                tg.start_soon(self._dispatch, child, frame["calls"])
+            elif kind == "stdout":
+                within = self.capture.feed(frame["data"])
+                if self.on_stdout is not None:
+                    self.on_stdout(frame["data"])
+                if not within:
+                    return ("output-limit", f"output exceeded {limits.stream_bytes} bytes")
+            elif kind == "log":
+                _emit_log(frame["record"])
+            elif kind == "done":
+                self.done = frame
+            else:
+                return ("protocol", f"unexpected {kind!r} frame from the child")
+
+    async def _dispatch(self, child: ChildHandle, batch: list[dict[str, Any]]) -> None:
+        requests = [
+            CallRequest(id=c["id"], tool=c["tool"], arguments=c["arguments"]) for c in batch
+        ]
+        try:
+            replies: Sequence[CallReply] = await self.on_calls(requests)
+            if len(replies) != len(requests):
+                raise WorkerError(f"handler returned {len(replies)} replies for {len(requests)}")
+        except Exception as exc:  # a host bug: kill the run, re-raise from run()
+            self.handler_error = exc
+            if self._scope is not None:
+                self._scope.cancel()
+            return
+        data = b"".join(
+            _result_frame(r.id, reply) for r, reply in zip(requests, replies, strict=True)
+        )
+        async with self._send_lock:
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                await child.send(data)
+
+    async def _death(self, child: ChildHandle) -> Kill:
+        """The child's channel closed without ``done``: find out why it died."""
+        broken = ""
+        with anyio.move_on_after(DEATH_REPORT_S):
+            try:
+                await child.wait_exit()
+            except WorkerError as exc:
+                broken = f" (the keeper broke its protocol: {exc})"
+        limits = self.request.limits
+        if child.cgroups.oom_killed():
+            return ("memory-limit", f"killed at the memory limit of {limits.memory_mib} MiB")
+        report = child.exit
+        if report is None:
+            return ("worker-exit", f"the child exited without an exit status{broken}")
+        status = report.status
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            cpu_s = report.cpu_ms / 1000.0
+            # RLIMIT_CPU's SIGKILL: rusage ticks may read a little under the applied limit.
+            at_limit = child.cpu_limit_s > 0 and cpu_s >= 0.9 * child.cpu_limit_s
+            if sig == signal.SIGXCPU or (sig == signal.SIGKILL and at_limit):
+                return ("cpu-limit", f"CPU time limit of {limits.cpu_seconds:g} s exceeded")
+            return ("worker-exit", f"the child was killed by {signal.Signals(sig).name}")
+        return ("worker-exit", f"the child exited with status {os.waitstatus_to_exitcode(status)}")
+
+
+def _to_anyio(deadline_monotonic: float) -> float:
+    return anyio.current_time() + (deadline_monotonic - time.monotonic())
+
+
+def _result_frame(call_id: int, reply: CallReply) -> bytes:
+    frame: Frame
+    if reply.ok:
+        frame = {"type": "result", "id": call_id, "ok": True, "value": reply.value}
+    else:
+        frame = {
+            "type": "result",
+            "id": call_id,
+            "ok": False,
+            "code": reply.code,
+            "message": reply.message,
+        }
+    try:
+        return encode(frame)
+    except (ProtocolError, ValueError, TypeError) as exc:
+        return encode(
+            {
+                "type": "result",
+                "id": call_id,
+                "ok": False,
+                "code": "INVALID_RESULT",
+                "message": f"the tool result could not be sent to the worker: {exc}",
+            }
+        )
+
+
+def _emit_log(record: dict[str, Any]) -> None:
+    name = f"ptc.worker.{record['name']}"
+    logging.getLogger(name).handle(logging.makeLogRecord({**record, "name": name}))
