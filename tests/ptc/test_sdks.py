@@ -29,9 +29,12 @@ PENDING = "The SDK of this scope is being generated"
 
 
 class Builds:
-    """Records every SDK assembly: the thread it ran on and the tools it covered."""
+    """Records every SDK assembly by a generator created during the test (runtimes of
+    other tests may still be finishing builds on their own threads): the thread it ran on
+    and the tools it covered."""
 
     def __init__(self) -> None:
+        self.generators: list[sdkgen.SdkGenerator] = []
         self.threads: list[str] = []
         self.tool_sets: list[tuple[str, ...]] = []
 
@@ -39,15 +42,22 @@ class Builds:
 @pytest.fixture
 def builds(monkeypatch: pytest.MonkeyPatch) -> Iterator[Builds]:
     record = Builds()
+    original_init = sdkgen.SdkGenerator.__init__
     original = sdkgen.SdkGenerator.generate
+
+    def init(self: sdkgen.SdkGenerator, cache_dir: Path | None = None) -> None:
+        original_init(self, cache_dir)
+        record.generators.append(self)
 
     def generate(
         self: sdkgen.SdkGenerator, specs: Sequence[sdkgen.ToolSpec], *, header: str = ""
     ) -> sdkgen.Sdk:
-        record.threads.append(threading.current_thread().name)
-        record.tool_sets.append(tuple(sorted(s.name for s in specs)))
+        if any(self is mine for mine in record.generators):
+            record.threads.append(threading.current_thread().name)
+            record.tool_sets.append(tuple(sorted(s.name for s in specs)))
         return original(self, specs, header=header)
 
+    monkeypatch.setattr(sdkgen.SdkGenerator, "__init__", init)
     monkeypatch.setattr(sdkgen.SdkGenerator, "generate", generate)
     yield record
 
