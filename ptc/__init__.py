@@ -41,6 +41,7 @@ from ._events import PostExecuteListener as PostExecuteListener
 from ._events import PreExecuteListener as PreExecuteListener
 from ._events import ResultListener as ResultListener
 from ._json import JSON as JSON
+from ._json import JSONLike as JSONLike
 from ._json import FrozenDict as FrozenDict
 from ._json import FrozenList as FrozenList
 from ._layers import Mode as Mode
@@ -69,6 +70,7 @@ __all__ = (
     "ERROR_CODES",
     "FAILURE_KINDS",
     "JSON",
+    "JSONLike",
     "Accept",
     "Allow",
     "ApprovalAnswer",

@@ -16,7 +16,7 @@ import anyio
 import anyio.to_thread
 
 from ._errors import NotJSONError
-from ._json import EMPTY, JSON, FrozenDict, freeze, freeze_object
+from ._json import EMPTY, FrozenDict, JSONLike, freeze, freeze_object
 from ._results import ErrorCode, ToolResult, error_result, freeze_content
 from ._signals import CancelSignal, fuse, on_cancel
 from ._tools import ToolContext, ToolDefinition, ToolExecution
@@ -35,15 +35,15 @@ __all__ = (
 class BodyResult:
     """Internal: a body's value plus ``meta`` to freeze into ``ToolResult.meta``."""
 
-    value: JSON
-    meta: Mapping[str, JSON]
+    value: JSONLike
+    meta: Mapping[str, JSONLike]
 
 
 class BodyFailure(Exception):  # noqa: N818 - a tagged outcome, named for what it carries
     """Internal: raised by a body to fail with a chosen code instead of ``TOOL_ERROR``."""
 
     def __init__(
-        self, code: ErrorCode, message: str, meta: Mapping[str, JSON] | None = None
+        self, code: ErrorCode, message: str, meta: Mapping[str, JSONLike] | None = None
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -128,7 +128,7 @@ def check_output(
     definition: ToolDefinition,
     call_id: str,
     value: object,
-    meta: Mapping[str, JSON] | None,
+    meta: Mapping[str, JSONLike] | None,
     *,
     presentation: bool,
 ) -> ToolResult:
@@ -163,7 +163,7 @@ def check_output(
 
 
 def _result_meta(
-    definition: ToolDefinition, meta: Mapping[str, JSON] | None, *, presentation: bool
+    definition: ToolDefinition, meta: Mapping[str, JSONLike] | None, *, presentation: bool
 ) -> FrozenDict:
     shown = definition.output.presentation_meta
     if shown is not None and presentation:

@@ -11,7 +11,7 @@ from dataclasses import KW_ONLY, dataclass
 from typing import Any, Literal, TypeAlias
 
 from ._errors import UsageError
-from ._json import JSON
+from ._json import JSON, JSONLike
 from ._results import ContentBlock, ToolResult
 from ._tools import ToolExecution
 
@@ -27,7 +27,7 @@ class Deny:
 
     reason: str
     _: KW_ONLY
-    info: JSON = None
+    info: JSONLike = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +59,12 @@ class Accept:
     """
 
     content: Sequence[ContentBlock] | None
-    value: JSON
+    value: JSONLike
     has_value: bool
 
-    def __init__(self, *, content: Sequence[ContentBlock] | None = None, value: JSON = _UNSET):
+    def __init__(
+        self, *, content: Sequence[ContentBlock] | None = None, value: JSONLike = _UNSET
+    ) -> None:
         if content is not None and value is not _UNSET:
             raise UsageError("Accept takes content or value, not both")
         object.__setattr__(self, "content", content)

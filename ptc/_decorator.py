@@ -9,7 +9,7 @@ from typing import Any, TypedDict, get_type_hints, overload
 from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 
 from ._errors import UsageError
-from ._json import JSON, FrozenDict
+from ._json import FrozenDict, JSONLike
 from ._tools import (
     Classifier,
     Output,
@@ -22,7 +22,7 @@ from ._tools import (
 
 __all__ = ("ToolOptions", "tool", "tool_decorator")
 
-_ANY_SCHEMA: Mapping[str, JSON] = {}
+_ANY_SCHEMA: Mapping[str, JSONLike] = {}
 
 
 class ToolOptions(TypedDict, total=False):
@@ -126,7 +126,7 @@ def _build(
 
     returns = hints.get("return", inspect.Signature.empty)
     adapter: TypeAdapter[Any] | None = None
-    output_schema: Mapping[str, JSON] = _ANY_SCHEMA
+    output_schema: Mapping[str, JSONLike] = _ANY_SCHEMA
     if returns not in (inspect.Signature.empty, Any):
         adapter = TypeAdapter(returns)
         output_schema = adapter.json_schema(mode="serialization")

@@ -9,13 +9,21 @@ mutating method raises ``TypeError``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn, SupportsIndex, TypeAlias, cast
 
 from ._errors import NotJSONError
 
 JSON: TypeAlias = dict[str, "JSON"] | list["JSON"] | str | int | float | bool | None
-"""A JSON value. Frozen JSON (:class:`FrozenDict`, :class:`FrozenList`) is JSON too."""
+"""A JSON value, as ptc hands it out. Frozen JSON (:class:`FrozenDict`, :class:`FrozenList`)
+is JSON too."""
+
+JSONLike: TypeAlias = (
+    Mapping[str, "JSONLike"] | Sequence["JSONLike"] | str | int | float | bool | None
+)
+"""What ptc accepts where JSON goes in (arguments, schemas, ``Deny(info=)``): covariant, so
+``{"ids": ids}`` with ``ids: list[int]`` type-checks. The value is still checked at run time:
+tuples, NaN and other non-JSON values are refused there (``INVALID_ARGS``, ``NotJSONError``)."""
 
 
 def _readonly(self: object, *args: object, **kwargs: object) -> NoReturn:

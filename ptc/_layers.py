@@ -13,7 +13,7 @@ from typing import Literal, TypeAlias, get_args
 from worker import Limits, Profile
 
 from ._errors import ConfigurationError, UsageError
-from ._json import JSON
+from ._json import JSON, thaw
 from ._policy import Guard
 from ._tools import ToolDefinition
 
@@ -108,7 +108,7 @@ def check_code_options(profile: object, limits: object) -> None:
 def model_spec(definition: ToolDefinition, format: ModelFormat) -> dict[str, JSON]:
     """One tool as a model API wants it: name, description and input schema only."""
     name, description = definition.name, definition.description
-    schema: dict[str, JSON] = dict(definition.input_schema)
+    schema = thaw(definition.input_schema)
     if format in ("raw", "anthropic"):
         return {"name": name, "description": description, "input_schema": schema}
     if format == "openai":

@@ -29,7 +29,7 @@ from ._decisions import (
     PreDecision,
 )
 from ._events import AnyListener, ListenerError, describe, run_waterfall
-from ._json import JSON
+from ._json import JSONLike
 from ._results import ErrorCode, ToolResult, error_content, error_result, freeze_content, text_of
 from ._signals import CancelSignal, on_cancel
 from ._tools import ToolDefinition, ToolExecution
@@ -62,7 +62,7 @@ class Refusal:
 
     code: ErrorCode
     message: str
-    info: JSON = None
+    info: JSONLike = None
     final: bool = False
 
 

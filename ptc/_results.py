@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal, TypeAlias, cast, get_args
 
-from ._json import EMPTY, JSON, FrozenDict, FrozenList, freeze, freeze_object
+from ._json import EMPTY, JSON, FrozenDict, FrozenList, JSONLike, freeze, freeze_object
 
 ErrorCode: TypeAlias = Literal[
     "UNKNOWN_TOOL",
@@ -64,7 +64,11 @@ def error_content(message: str) -> Sequence[ContentBlock]:
 
 
 def error_result(
-    call_id: str, name: str, code: ErrorCode, message: str, meta: Mapping[str, JSON] | None = None
+    call_id: str,
+    name: str,
+    code: ErrorCode,
+    message: str,
+    meta: Mapping[str, JSONLike] | None = None,
 ) -> ToolResult:
     """Build a frozen error result with the standard error content."""
     return ToolResult(

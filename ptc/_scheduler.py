@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import anyio
 from anyio.abc import TaskStatus
 
-from ._json import JSON
+from ._json import JSONLike
 from ._pipeline import Call, CallSite, Unstarted, new_call_id, results_in_order
 from ._results import ToolResult, error_result
 from ._signals import CancelSignal
@@ -31,7 +31,7 @@ class ToolCall:
     """One call of a batch: ``ToolCall(name, arguments, call_id=None)``."""
 
     name: str
-    arguments: Mapping[str, JSON] = field(default_factory=dict)
+    arguments: Mapping[str, JSONLike] = field(default_factory=dict)
     call_id: str | None = None
 
 

@@ -30,7 +30,7 @@ from ._events import (
     PreExecuteListener,
     ResultListener,
 )
-from ._json import JSON
+from ._json import JSON, JSONLike
 from ._layers import (
     MODES,
     Layer,
@@ -398,7 +398,7 @@ class Scope:
     async def call(
         self,
         name: str,
-        arguments: Mapping[str, JSON],
+        arguments: Mapping[str, JSONLike],
         *,
         call_id: str | None = None,
         signal: CancelSignal | None = None,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias
 
 from ._errors import DefinitionError, UsageError
-from ._json import JSON, FrozenDict
+from ._json import JSON, FrozenDict, JSONLike
 from ._results import ContentBlock, ToolResult
 from ._schemas import SchemaValidator, compile_schema
 from ._signals import CancelSignal
@@ -64,7 +64,7 @@ class ScopeRef(Protocol):
     async def call(
         self,
         name: str,
-        arguments: Mapping[str, JSON],
+        arguments: Mapping[str, JSONLike],
         *,
         call_id: str | None = None,
         signal: CancelSignal | None = None,
@@ -120,9 +120,9 @@ def compact_json_render(value: JSON) -> list[ContentBlock]:
 class Output:
     """A tool's output contract: the JSON Schema of its value and a pure ``render``."""
 
-    schema: Mapping[str, JSON]
+    schema: Mapping[str, JSONLike]
     render: Render
-    presentation_meta: Mapping[str, JSON] | None = None
+    presentation_meta: Mapping[str, JSONLike] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,7 +136,7 @@ class ToolDefinition:
 
     name: str
     description: str
-    input_schema: Mapping[str, JSON]
+    input_schema: Mapping[str, JSONLike]
     output: Output
     execute: Execute
     concurrency_safe: bool | Classifier | None = None
@@ -184,7 +184,7 @@ def define_tool(
     *,
     name: str,
     description: str,
-    input_schema: Mapping[str, JSON],
+    input_schema: Mapping[str, JSONLike],
     output: Output,
     execute: Execute,
     concurrency_safe: bool | Classifier | None = None,

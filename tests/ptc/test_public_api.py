@@ -39,6 +39,7 @@ EXPECTED = [
     "FrozenList",
     "Guard",
     "JSON",
+    "JSONLike",
     "Limits",
     "Mode",
     "ModelFormat",
