@@ -42,7 +42,7 @@ def _q(samples: Sequence[float], scale: float) -> dict[str, float]:
 async def measure(calls: int, runs: int) -> dict[str, Any]:
     async with ptc.ToolRuntime(limits=ptc.Limits(max_calls=calls + 10)) as runtime:
 
-        @runtime.tool(concurrency_safe=True)  # type: ignore[untyped-decorator]
+        @runtime.tool(concurrency_safe=True)
         async def echo(x: int) -> int:
             """Return x."""
             return x
@@ -57,7 +57,9 @@ async def measure(calls: int, runs: int) -> dict[str, Any]:
         await agent.run_code("return 1")  # warm the zygote and the pool
         result = await agent.run_code(NESTED.format(n=calls))
         assert not result.is_error, result.content
-        nested = [float(x) for x in result.value["result"]]
+        value = result.value
+        assert isinstance(value, dict) and isinstance(value["result"], list)
+        nested = [float(x) for x in value["result"] if isinstance(x, int | float)]
         constant, hundred = [], []
         for _ in range(runs):
             await anyio.sleep(0.05)  # as in an agent loop: runs apart, the pool refilled

@@ -81,7 +81,7 @@ async def _ok(awaitable: Awaitable[Any]) -> Any:
 async def _run_suite(bench: Bench, relaxed: bool) -> None:
     async with ptc.ToolRuntime(**runtime_kwargs(relaxed)) as runtime:
 
-        @runtime.tool(concurrency_safe=True)  # type: ignore[untyped-decorator]
+        @runtime.tool(concurrency_safe=True)
         def noop() -> int:
             """Return 0 (a trivial tool for round-trip timing)."""
             return 0

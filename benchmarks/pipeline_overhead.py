@@ -55,15 +55,16 @@ async def main() -> dict[str, Any]:
             result = await scope.call("trivial", {"x": 1})
             pipeline.append((clock() - start) / 1000)
             assert not result.is_error
-    report = {
+    pipeline_median = statistics.median(pipeline)
+    baseline_median = statistics.median(baseline)
+    return {
         "calls": CALLS,
-        "pipeline_us": {"median": statistics.median(pipeline), "p99": _percentile(pipeline, 0.99)},
-        "baseline_us": {"median": statistics.median(baseline), "p99": _percentile(baseline, 0.99)},
+        "pipeline_us": {"median": pipeline_median, "p99": _percentile(pipeline, 0.99)},
+        "baseline_us": {"median": baseline_median, "p99": _percentile(baseline, 0.99)},
+        "ratio_median": pipeline_median / baseline_median,
+        "overhead_median_us": pipeline_median - baseline_median,
+        "calls_per_second": 1e6 / pipeline_median,
     }
-    report["ratio_median"] = report["pipeline_us"]["median"] / report["baseline_us"]["median"]
-    report["overhead_median_us"] = report["pipeline_us"]["median"] - report["baseline_us"]["median"]
-    report["calls_per_second"] = 1e6 / report["pipeline_us"]["median"]
-    return report
 
 
 def _print(report: dict[str, Any]) -> None:

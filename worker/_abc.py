@@ -10,7 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Protocol
+from typing import Protocol, Self
 
 import anyio
 
@@ -64,7 +64,7 @@ class WorkerBackend(ABC):
     async def aclose(self) -> None:
         """Stop and reap every process this backend started. Idempotent."""
 
-    async def __aenter__(self) -> WorkerBackend:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 

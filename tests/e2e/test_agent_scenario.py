@@ -19,6 +19,7 @@ import pytest
 
 import ptc
 from ptc.examples import _data, build_runtime
+from tests._typing import data
 
 pytestmark = pytest.mark.anyio
 
@@ -178,8 +179,8 @@ async def test_native_and_code_mode_reach_the_same_answer(runtime: ptc.ToolRunti
     nested = [r for r in results[native_results:] if r.name != "run_code"]
     assert [r.name for r in nested] == [r.name for r in results[:native_results]]
     (run,) = [r for r in results[native_results:] if r.name == "run_code"]
-    assert len(run.meta["dispatch_log"]) == 8
-    assert all(e["is_error"] is False for e in run.meta["dispatch_log"])
+    assert len(data(run.meta)["dispatch_log"]) == 8
+    assert all(e["is_error"] is False for e in data(run.meta)["dispatch_log"])
 
 
 async def test_the_code_agent_cannot_call_native_tools_directly(runtime: ptc.ToolRuntime) -> None:

@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 import ptc
-from ptc._decisions import ApprovalAnswer
+from tests._typing import data
 from worker import DIMENSIONS, FAILURE_KINDS
 
 pytestmark = pytest.mark.anyio
@@ -23,11 +23,11 @@ pytestmark = pytest.mark.anyio
 DEADLOCK_GUARD_SECONDS = 20
 
 # The approver answers by the `text` argument of the call it is asked about.
-APPROVALS: dict[str, ApprovalAnswer] = {"yes please": "allowed-once", "no thanks": "rejected"}
+APPROVALS: dict[str, ptc.ApprovalAnswer] = {"yes please": "allowed-once", "no thanks": "rejected"}
 ASKED: list[ptc.ApprovalRequest] = []
 
 
-async def approver(request: ptc.ApprovalRequest) -> ApprovalAnswer:
+async def approver(request: ptc.ApprovalRequest) -> ptc.ApprovalAnswer:
     ASKED.append(request)
     return APPROVALS.get(str(request.execution.arguments.get("text")), "unavailable")
 
@@ -63,7 +63,10 @@ _counter = 0
 
 
 def code_scope(
-    runtime: ptc.ToolRuntime, *, profile: str | None = None, limits: ptc.Limits | None = None
+    runtime: ptc.ToolRuntime,
+    *,
+    profile: ptc.Profile | None = None,
+    limits: ptc.Limits | None = None,
 ) -> ptc.Scope:
     global _counter
     _counter += 1
@@ -74,7 +77,7 @@ def code_scope(
 
 def ok(result: ptc.ToolResult) -> Any:
     assert not result.is_error, result.error
-    return result.value["result"]
+    return data(result.value)["result"]
 
 
 def failure(result: ptc.ToolResult) -> tuple[str, str, str]:
@@ -95,14 +98,14 @@ async def test_a_successful_run_reports_full_enforcement_in_five_dimensions(
     result = await scope.run_code("print('hello')\nreturn tools.add(a=2, b=3)")
     assert ok(result) == 5
     assert result.content == [{"type": "text", "text": "hello\n5"}]
-    enforcement = result.meta["enforcement"]
+    enforcement = data(result.meta)["enforcement"]
     assert set(enforcement) == set(DIMENSIONS)
     for dimension, report in enforcement.items():
         assert report["level"] == "full", (dimension, report)
         assert report["mechanism"]
-    stats = result.meta["stats"]
+    stats = data(result.meta)["stats"]
     assert stats["calls"] == 1 and stats["wall_ms"] > 0
-    assert [e["name"] for e in result.meta["dispatch_log"]] == ["add"]
+    assert [e["name"] for e in data(result.meta)["dispatch_log"]] == ["add"]
 
 
 async def test_a_guard_that_denies_one_tool_is_enforced_for_calls_from_code(
@@ -153,7 +156,7 @@ async def test_post_execute_accept_value_changes_what_the_program_receives(
 
     async def curate(payload: ptc.PostExecute, nxt: Any) -> Any:
         if payload.execution.name == "add":
-            return ptc.Accept(value=-payload.result.value)
+            return ptc.Accept(value=-data(payload.result.value))
         return await nxt()
 
     scope.on("tools/post-execute", curate)
@@ -189,7 +192,7 @@ async def test_the_same_program_gives_the_same_answer_in_both_profiles(
     assert ok(python) == {"totals": {"even": 4, "odd": 8}, "loud": ["A", "B", "INVALID_ARGS"]}
     assert ok(restricted) == ok(python)
     assert python.content == restricted.content
-    assert python.value["stdout"] == '{"even": 4, "odd": 8}\n'
+    assert data(python.value)["stdout"] == '{"even": 4, "odd": 8}\n'
 
 
 async def test_the_restricted_profile_refuses_what_python_allows(rt: ptc.ToolRuntime) -> None:
@@ -279,8 +282,8 @@ async def test_every_failure_kind_produced_on_purpose(
         assert got_output  # truncated head and tail are kept
         assert len(got_output.encode()) < 2000
     if kind not in ("syntax", "preflight"):
-        assert result.meta["failure"]["kind"] == kind
-        assert set(result.meta["enforcement"]) == set(DIMENSIONS)
+        assert data(result.meta)["failure"]["kind"] == kind
+        assert set(data(result.meta)["enforcement"]) == set(DIMENSIONS)
 
 
 async def test_the_host_stays_healthy_after_failures(rt: ptc.ToolRuntime) -> None:
@@ -375,6 +378,6 @@ async def test_a_required_dimension_below_full_fails_closed_as_sandbox_unavailab
     kind, detail, _ = failure(result)
     assert kind == "sandbox-unavailable"
     assert "filesystem is none" in detail and "Containment(require=...)" in detail
-    assert result.meta["dispatch_log"] == []
-    below = [d for d, e in result.meta["enforcement"].items() if e["level"] != "full"]
+    assert data(result.meta)["dispatch_log"] == []
+    below = [d for d, e in data(result.meta)["enforcement"].items() if e["level"] != "full"]
     assert below and all(d in detail for d in below)

@@ -15,6 +15,7 @@ from benchmarks import _stats
 from benchmarks._episodes import run_code, run_native, spec_bytes
 from benchmarks._tasks import TASKS, Task
 from ptc.examples import EXAMPLE_TOOL_NAMES, _data, _generate_data, build_runtime, polls_until_done
+from tests._typing import data
 
 DATA_DIR = Path(_data.__file__).with_name("data")
 READ_ONLY = set(EXAMPLE_TOOL_NAMES) - {"job_status"}
@@ -36,7 +37,7 @@ def _native(rt: ptc.ToolRuntime) -> Any:
 
 def _text(result: ptc.ToolResult) -> Any:
     assert not result.is_error, result.error
-    return json.loads(result.content[0]["text"])
+    return json.loads(data(result.content)[0]["text"])
 
 
 def test_shipped_data_is_what_the_seeded_generator_writes(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 import ptc
 from ptc._body import BodyFailure
 
-from .helpers import echo_tool
+from .helpers import echo_tool, recorder
 
 pytestmark = pytest.mark.anyio
 
@@ -40,7 +40,7 @@ async def test_pre_aborted_call_never_reaches_pre_execute() -> None:
     runtime = ptc.ToolRuntime()
     runtime.register(echo_tool("echo"))
     seen: list[Any] = []
-    runtime.on("tools/pre-execute", lambda ex, nxt: seen.append(ex) or nxt())
+    runtime.on("tools/pre-execute", recorder(seen))
     signal = ptc.CancelSignal()
     signal.cancel()
     result = await runtime.root.call("echo", {}, signal=signal)

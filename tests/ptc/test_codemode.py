@@ -17,6 +17,7 @@ import anyio.lowlevel
 import pytest
 
 import ptc
+from tests._typing import data
 from worker import CallReply, CallRequest, RunOutcome, RunRequest
 from worker.testing import FakeBackend
 
@@ -52,12 +53,12 @@ def add_tools(target: ptc.ToolRuntime | ptc.Scope) -> None:
 
 def ok(result: ptc.ToolResult) -> Any:
     assert not result.is_error, result.error
-    return result.value["result"]
+    return data(result.value)["result"]
 
 
 def text_of(result: ptc.ToolResult) -> str:
     assert len(result.content) == 1 and result.content[0]["type"] == "text"
-    text: str = result.content[0]["text"]
+    text: str = data(result.content)[0]["text"]
     return text
 
 
@@ -91,17 +92,17 @@ async def test_the_three_modes_send_the_right_tool_lists() -> None:
             scope = runtime.scope(mode)
             scope.present_as(mode)  # type: ignore[arg-type]
             for fmt in ("raw", "anthropic", "mcp"):
-                assert [t["name"] for t in scope.model_tools(format=fmt)] == expected
-            openai = scope.model_tools(format="openai")
+                assert [t["name"] for t in data(scope.model_tools(format=fmt))] == expected
+            openai = data(scope.model_tools(format="openai"))
             assert [t["function"]["name"] for t in openai] == expected
-        assert [t["name"] for t in runtime.root.model_tools()] == ["add", "shout"]
+        assert [t["name"] for t in data(runtime.root.model_tools())] == ["add", "shout"]
 
 
 async def test_run_code_spec_shows_only_code_and_description_and_embeds_the_sdk(
     rt: ptc.ToolRuntime,
 ) -> None:
     add_tools(rt)
-    (spec,) = rt.root.model_tools(format="raw")
+    (spec,) = data(rt.root.model_tools(format="raw"))
     assert set(spec) == {"name", "description", "input_schema"}
     assert spec["input_schema"]["required"] == ["code"]
     assert set(spec["input_schema"]["properties"]) == {"code", "description"}
@@ -127,7 +128,7 @@ async def test_sdk_text_is_byte_stable_across_registration_order_and_runtimes() 
                 runtime.register(definition)
             first = runtime.root.sdk()
             assert runtime.root.sdk() == first
-            texts.append((first, runtime.root.model_tools()[0]["description"]))
+            texts.append((first, data(runtime.root.model_tools())[0]["description"]))
     assert texts[0] == texts[1]
     assert texts[0][0].index("def add") < texts[0][0].index("def shout")
 
@@ -214,7 +215,7 @@ async def test_a_forged_run_code_call_through_the_transport_is_unknown_tool() ->
     (reply,) = backend.replies
     assert not reply.ok and reply.code == "UNKNOWN_TOOL"
     assert [ex.name for ex in seen] == ["run_code", "add"]  # the forged call ran no policy
-    log = result.meta["dispatch_log"]
+    log = data(result.meta)["dispatch_log"]
     assert [(e["name"], e["error_code"]) for e in log] == [
         ("run_code", "UNKNOWN_TOOL"),
         ("add", None),
@@ -261,9 +262,9 @@ async def test_per_scope_modes_code_scope_native_sibling_and_inheriting_child() 
         sibling = runtime.scope("sibling")
         sibling.present_as("native")
         child = coder.scope("child")
-        assert [t["name"] for t in coder.model_tools()] == ["run_code"]
-        assert [t["name"] for t in child.model_tools()] == ["run_code"]
-        assert [t["name"] for t in sibling.model_tools()] == ["add", "shout"]
+        assert [t["name"] for t in data(coder.model_tools())] == ["run_code"]
+        assert [t["name"] for t in data(child.model_tools())] == ["run_code"]
+        assert [t["name"] for t in data(sibling.model_tools())] == ["add", "shout"]
         assert "run_code" not in runtime.root.view().visible
         assert ok(await child.run_code("return tools.add(a=2, b=3)")) == 5
         assert (await sibling.call("add", {"a": 2, "b": 3})).value == 5
@@ -318,13 +319,13 @@ async def test_only_the_curated_value_reaches_the_program(rt: ptc.ToolRuntime) -
 
     async def curate(payload: ptc.PostExecute, nxt: Any) -> Any:
         if payload.execution.name == "add":
-            return ptc.Accept(value=payload.result.value * 100)
+            return ptc.Accept(value=data(payload.result.value) * 100)
         return await nxt()
 
     rt.on("tools/post-execute", curate)
     result = await rt.root.run_code("return tools.add(a=1, b=2)")
     assert ok(result) == 300
-    (entry,) = result.meta["dispatch_log"]
+    (entry,) = data(result.meta)["dispatch_log"]
     assert entry["content"] == [{"type": "text", "text": "300"}]
 
 
@@ -417,7 +418,7 @@ async def test_non_json_arguments_are_rejected_before_dispatch(
     assert error_code(result) == "CODE_RUN_FAILED"
     assert "(exception)" in result.error.message  # type: ignore[union-attr]
     assert calls == []
-    assert result.meta["dispatch_log"] == []
+    assert data(result.meta)["dispatch_log"] == []
 
 
 async def test_deep_arguments_pass_and_the_logged_copy_is_independent(
@@ -441,7 +442,7 @@ async def test_deep_arguments_pass_and_the_logged_copy_is_independent(
     )
     result = await rt.root.run_code(code)
     assert ok(result) == 150
-    (entry,) = result.meta["dispatch_log"]
+    (entry,) = data(result.meta)["dispatch_log"]
     logged = entry["arguments"]["tree"]
     assert logged == received[0]
     assert logged is not received[0]
@@ -465,7 +466,7 @@ async def test_a_tool_named_proto_is_callable_as_t___proto__(rt: ptc.ToolRuntime
     assert "def t___proto__" in rt.root.sdk()
     result = await rt.root.run_code("return tools.t___proto__(constructor='x')")
     assert ok(result) == {"got": {"constructor": "x"}}
-    assert result.meta["dispatch_log"][0]["name"] == "__proto__"
+    assert data(result.meta)["dispatch_log"][0]["name"] == "__proto__"
 
 
 # -- scheduling inside a run -----------------------------------------------------------
@@ -520,7 +521,7 @@ async def test_parallel_thunks_overlap_and_return_in_submission_order(
     )
     assert ok(result) == ["first", "second"]
     assert order == ["second", "first"]
-    assert [e["name"] for e in result.meta["dispatch_log"]] == ["first", "second"]
+    assert [e["name"] for e in data(result.meta)["dispatch_log"]] == ["first", "second"]
 
 
 async def test_exclusive_calls_are_barriers_and_pre_execute_never_overlaps(
@@ -610,7 +611,7 @@ async def test_one_dispatch_log_record_per_nested_call(rt: ptc.ToolRuntime) -> N
     )
     result = await rt.root.run_code(code, call_id="o")
     assert ok(result) == "HI"
-    log = result.meta["dispatch_log"]
+    log = data(result.meta)["dispatch_log"]
     assert set(log[0]) == {
         "sub_call_id",
         "name",
@@ -628,9 +629,9 @@ async def test_one_dispatch_log_record_per_nested_call(rt: ptc.ToolRuntime) -> N
     ]
     assert log[1]["arguments"] == {"a": 3, "b": 4}
     assert log[2]["content"] == [{"type": "text", "text": "Error: no"}]
-    wall_ms = result.meta["stats"]["wall_ms"]
+    wall_ms = data(result.meta)["stats"]["wall_ms"]
     assert all(0 < e["duration_ms"] <= wall_ms for e in log), (wall_ms, log)
-    assert result.meta["stats"]["calls"] == 4
+    assert data(result.meta)["stats"]["calls"] == 4
     # The log lives in meta only, never in the model-visible content.
     assert "o:ptc:" not in text_of(result)
 
@@ -649,7 +650,7 @@ async def test_the_dispatch_log_waterfall_rewrites_the_logged_content(
     rt.on("tools/ptc-dispatch-log", redact)
     result = await rt.root.run_code("return tools.add(a=1, b=2)", call_id="outer")
     assert ok(result) == 3  # the program still got the real value
-    (logged,) = result.meta["dispatch_log"]
+    (logged,) = data(result.meta)["dispatch_log"]
     assert logged["content"] == [{"type": "text", "text": "[add: 1 block(s)]"}]
     (entry,) = entries
     assert entry.execution.call_id == "outer" and entry.execution.name == "run_code"
@@ -672,7 +673,7 @@ async def test_a_failing_dispatch_log_listener_logs_the_original(
     rt.on("tools/ptc-dispatch-log", broken)
     result = await rt.root.run_code("return tools.add(a=1, b=2)")
     assert ok(result) == 3
-    assert result.meta["dispatch_log"][0]["content"] == [{"type": "text", "text": "3"}]
+    assert data(result.meta)["dispatch_log"][0]["content"] == [{"type": "text", "text": "3"}]
     assert "dispatch-log listener failed" in caplog.text
 
 
@@ -856,30 +857,30 @@ async def test_a_call_limit_ends_the_run() -> None:
     message = result.error.message  # type: ignore[union-attr]
     assert message.startswith("code run failed (call-limit): ")
     assert message.endswith("Captured output:\n0\n1\n2\n")
-    assert len(result.meta["dispatch_log"]) == 3
+    assert len(data(result.meta)["dispatch_log"]) == 3
 
 
 async def test_meta_keys_of_a_success_and_a_failure(rt: ptc.ToolRuntime) -> None:
     add_tools(rt)
     success = await rt.root.run_code("print('x')\nreturn tools.add(a=1, b=1)")
     assert set(success.meta) == {"dispatch_log", "enforcement", "stats", "output"}
-    assert set(success.meta["enforcement"]) == {
+    assert set(data(success.meta)["enforcement"]) == {
         "filesystem",
         "network",
         "processes",
         "memory",
         "cpu",
     }
-    for dimension in success.meta["enforcement"].values():
+    for dimension in data(success.meta)["enforcement"].values():
         assert set(dimension) == {"level", "mechanism", "gap"}
-    assert set(success.meta["stats"]) == {"wall_ms", "cpu_ms", "calls", "peak_memory_kib"}
-    assert success.meta["stats"]["calls"] == 1
-    assert success.meta["output"] == {"total_bytes": 2, "truncated": False}
+    assert set(data(success.meta)["stats"]) == {"wall_ms", "cpu_ms", "calls", "peak_memory_kib"}
+    assert data(success.meta)["stats"]["calls"] == 1
+    assert data(success.meta)["output"] == {"total_bytes": 2, "truncated": False}
     failure = await rt.root.run_code("raise KeyError('k')")
-    assert failure.meta["failure"]["kind"] == "exception"
-    assert "KeyError" in failure.meta["failure"]["detail"]
+    assert data(failure.meta)["failure"]["kind"] == "exception"
+    assert "KeyError" in data(failure.meta)["failure"]["detail"]
     preflight = await rt.root.run_code("tools.nope()")
-    assert preflight.meta["failure"]["kind"] == "preflight"
+    assert data(preflight.meta)["failure"]["kind"] == "preflight"
 
 
 async def test_run_code_arguments_are_validated(rt: ptc.ToolRuntime) -> None:

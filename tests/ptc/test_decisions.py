@@ -14,7 +14,7 @@ def test_first_field_is_positional() -> None:
     assert ptc.Ask("sure?").reason == "sure?"
     assert ptc.Block("again").feedback == "again"
     with pytest.raises(TypeError):
-        ptc.Deny("why", {"k": 1})  # type: ignore[misc]
+        ptc.Deny("why", {"k": 1})  # type: ignore[call-arg]
     assert ptc.Deny("why", info={"k": 1}).info == {"k": 1}
 
 

@@ -10,6 +10,7 @@ import pytest
 import ptc
 from ptc.__main__ import main as cli
 from ptc._calltree import build_trees, read_records, render_trees
+from tests._typing import data
 from worker.testing import FakeBackend
 
 pytestmark = pytest.mark.anyio
@@ -27,7 +28,7 @@ return tools.add.map([{"a": x, "b": 1}, {"a": 2, "b": 2}])
 async def _run(path: Path) -> ptc.ToolResult:
     log = ptc.EventLog(path)
     async with ptc.ToolRuntime(
-        backend=FakeBackend(), containment=ptc.Containment(require=())
+        backend=FakeBackend(), containment=ptc.Containment(require=frozenset())
     ) as runtime:
         log.attach(runtime)
 
@@ -38,7 +39,7 @@ async def _run(path: Path) -> ptc.ToolResult:
 
         agent = runtime.scope("agent")
         agent.present_as("code")
-        agent.guard(lambda ex: "no negatives" if ex.arguments.get("a", 0) < 0 else None)
+        agent.guard(lambda ex: "no negatives" if data(ex.arguments).get("a", 0) < 0 else None)
         result = await agent.run_code(PROGRAM, call_id="outer")
         await agent.call("add", {"a": 1, "b": 1}, call_id="direct")  # collapsed: UNKNOWN_TOOL
     log.close()

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ptc import FrozenDict, FrozenList
-from ptc._json import NotJSONError, freeze, thaw
+from ptc import FrozenDict, FrozenList, NotJSONError
+from ptc._json import freeze, thaw
 
 json_values = st.recursive(
     st.none()
@@ -129,6 +129,6 @@ def test_freeze_copies_so_the_source_can_change_independently() -> None:
 
 
 def test_thaw_returns_an_independent_mutable_copy() -> None:
-    thawed = thaw(freeze({"a": [1]}))
+    thawed: Any = thaw(freeze({"a": [1]}))
     thawed["a"].append(2)
     assert type(thawed) is dict and thawed == {"a": [1, 2]}

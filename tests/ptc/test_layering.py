@@ -133,7 +133,7 @@ def private_definitions(tree: ast.Module) -> set[str]:
                     names.add(target.id)
                     if target.id == "__slots__" and isinstance(node.value, ast.Tuple):
                         names.update(
-                            e.value for e in node.value.elts if isinstance(e, ast.Constant)
+                            str(e.value) for e in node.value.elts if isinstance(e, ast.Constant)
                         )
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             names.add(node.value)  # object.__setattr__(self, "_x", ...) and slot strings

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -15,9 +16,10 @@ from ptc._body import BodyFailure, BodyResult
 from ptc._pipeline import Call
 from ptc._scopes import call_site
 from ptc._tools import compact_json_render
+from tests._typing import data
 from worker.testing import FakeBackend
 
-from .helpers import echo_tool
+from .helpers import echo_tool, noted, recorder
 from .test_json import json_values
 
 pytestmark = pytest.mark.anyio
@@ -46,7 +48,7 @@ async def test_success_result_is_frozen_with_rendered_content(runtime: ptc.ToolR
     assert result.value == {"a": [1, 2]}
     assert result.content == [{"type": "text", "text": '{"a":[1,2]}'}]
     with pytest.raises(TypeError):
-        result.value["a"].append(3)
+        data(result.value)["a"].append(3)
     with pytest.raises(AttributeError):
         result.is_error = True  # type: ignore[misc]
 
@@ -65,7 +67,7 @@ async def test_lossy_or_exotic_arguments_are_rejected_before_dispatch(
     runtime: ptc.ToolRuntime, arguments: Any
 ) -> None:
     seen: list[Any] = []
-    runtime.on("tools/pre-execute", lambda ex, nxt: seen.append(ex) or nxt())
+    runtime.on("tools/pre-execute", recorder(seen))
     result = await runtime.root.call("echo", arguments)
     assert code(result) == "INVALID_ARGS"
     assert seen == []
@@ -150,7 +152,7 @@ async def test_nested_calls_are_exempt_from_collapse_and_see_only_the_opaque_par
     program = "return [tools.num(a=1), tools.num(a=2)]"
     result = await scope.run_code(program, call_id="outer")
     assert result.value == {"result": [{"a": 1}, {"a": 2}], "stdout": ""}
-    assert result.meta["stats"]["calls"] == 2  # type: ignore[call-overload,index]
+    assert data(result.meta)["stats"]["calls"] == 2
     outer, first, second = executions
     assert [first.call_id, second.call_id] == ["outer:ptc:1", "outer:ptc:2"]
     assert first.root_call_id == second.root_call_id == "outer"
@@ -293,9 +295,9 @@ async def test_guards_run_root_first_then_farthest_to_nearest(runtime: ptc.ToolR
     order: list[str] = []
     parent = runtime.scope("parent")
     child = parent.scope("child")
-    child.guard(lambda ex: order.append("child") or "child denies")
-    parent.guard(lambda ex: order.append("parent") or None)
-    runtime.root.guard(lambda ex: order.append("root") or None)
+    child.guard(lambda ex: noted(order, "child", "child denies"))
+    parent.guard(lambda ex: noted(order, "parent", None))
+    runtime.root.guard(lambda ex: noted(order, "root", None))
     result = await child.call("echo", {})
     assert order == ["root", "parent", "child"]
     assert result.error.message == "child denies"  # type: ignore[union-attr]
@@ -303,7 +305,7 @@ async def test_guards_run_root_first_then_farthest_to_nearest(runtime: ptc.ToolR
 
 async def test_guards_run_only_when_allowed(runtime: ptc.ToolRuntime) -> None:
     calls: list[Any] = []
-    runtime.root.guard(lambda ex: calls.append(ex) or None)
+    runtime.root.guard(lambda ex: noted(calls, ex, None))
 
     async def deny(ex: Any, nxt: Any) -> Any:
         return ptc.Deny("no")
@@ -314,7 +316,7 @@ async def test_guards_run_only_when_allowed(runtime: ptc.ToolRuntime) -> None:
 
 
 async def test_a_failing_guard_denies(runtime: ptc.ToolRuntime) -> None:
-    runtime.root.guard(lambda ex: 1 / 0)
+    runtime.root.guard(lambda ex: str(1 / 0))
     assert code(await runtime.root.call("echo", {})) == "DENIED"
 
 
@@ -371,7 +373,11 @@ async def test_frozen_arguments_and_results_cannot_be_mutated_by_any_listener_or
 
     def try_mutate(obj: Any) -> None:
         for container in _containers(obj):
-            for mutate in (lambda c: c.clear(), lambda c: c.__setitem__(0, 1)):
+            mutations: list[Callable[[Any], object]] = [
+                lambda c: c.clear(),
+                lambda c: c.__setitem__(0, 1),
+            ]
+            for mutate in mutations:
                 try:
                     mutate(container)
                     attempts.append(True)

@@ -18,6 +18,7 @@ from ptc._prompt import (
     run_code_description,
     sdk_header,
 )
+from tests._typing import data
 from worker.testing import FakeBackend
 
 pytestmark = pytest.mark.anyio
@@ -97,23 +98,23 @@ def test_the_description_differs_by_profile() -> None:
 
 
 async def test_the_model_sees_run_code_with_the_scopes_sdk(rt: ptc.ToolRuntime) -> None:
-    (spec,) = rt.root.model_tools(format="anthropic")
+    (spec,) = data(rt.root.model_tools(format="anthropic"))
     assert spec["name"] == RUN_CODE
     assert spec["input_schema"] == RUN_CODE_INPUT_SCHEMA
     expected = run_code_description(rt.root.sdk(), "python", rt.limits)
     assert spec["description"] == expected
     assert "def search(*, query: str, limit: int = ...)" in str(spec["description"])
     assert "def get_weather_v2(*, city: str)" in str(spec["description"])
-    (openai,) = rt.root.model_tools(format="openai")
+    (openai,) = data(rt.root.model_tools(format="openai"))
     assert openai["function"]["parameters"] == RUN_CODE_INPUT_SCHEMA
-    (mcp,) = rt.root.model_tools(format="mcp")
+    (mcp,) = data(rt.root.model_tools(format="mcp"))
     assert mcp["inputSchema"] == RUN_CODE_INPUT_SCHEMA
 
 
 async def test_a_scopes_profile_and_limits_shape_its_description(rt: ptc.ToolRuntime) -> None:
     scope = rt.scope("strict")
     scope.present_as("code", profile="restricted", limits=ptc.Limits(wall_seconds=5))
-    (spec,) = scope.model_tools()
+    (spec,) = data(scope.model_tools())
     description = str(spec["description"])
     assert "5 s wall clock" in description
     assert profile_rules("restricted") in description
@@ -131,7 +132,7 @@ async def test_sdk_and_description_are_byte_stable_across_runtimes() -> None:
             containment=ptc.Containment(require=frozenset()),
         ) as runtime:
             register_tools(runtime)
-            (spec,) = runtime.root.model_tools()
+            (spec,) = data(runtime.root.model_tools())
             blob = (runtime.root.sdk() + "\0" + str(spec["description"])).encode()
             digests.add(hashlib.sha256(blob).hexdigest())
     assert len(digests) == 1
@@ -142,5 +143,5 @@ async def test_the_model_never_sees_callbacks_timeouts_or_output_schemas(
 ) -> None:
     scope = rt.scope("both")
     scope.present_as("both")
-    for spec in scope.model_tools(format="raw"):
+    for spec in data(scope.model_tools(format="raw")):
         assert set(spec) == {"name", "description", "input_schema"}

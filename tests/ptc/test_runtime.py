@@ -58,4 +58,4 @@ async def test_aclose_closes_code_mode_once_and_awaits_async_change_listeners() 
 
 def test_unknown_events_are_rejected() -> None:
     with pytest.raises(ValueError, match="unknown event"):
-        ptc.ToolRuntime().on("tools/nope", lambda p: None)
+        ptc.ToolRuntime().on("tools/nope", lambda p: None)  # type: ignore[call-overload]

@@ -17,7 +17,7 @@ from ptc._pipeline import Call
 from ptc._scheduler import Scheduler
 from ptc._scopes import call_site
 
-from .helpers import echo_tool
+from .helpers import echo_tool, noted, recorder
 
 pytestmark = pytest.mark.anyio
 
@@ -234,7 +234,7 @@ async def test_classifier_is_asked_after_argument_validation() -> None:
     runtime = ptc.ToolRuntime()
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
     runtime.register(
-        echo_tool("t", concurrency_safe=lambda a: asked.append(a) or True, input_schema=schema)
+        echo_tool("t", concurrency_safe=lambda a: noted(asked, a, True), input_schema=schema)
     )
     parallel_of(runtime.root, "t", {"n": "bad"})
     parallel_of(runtime.root, "t", {"n": 1})
@@ -321,7 +321,7 @@ async def test_call_many_uses_given_call_ids_and_nested_identity() -> None:
     runtime = make_runtime(rec)
     token = ptc.ExecutionToken()
     seen: list[ptc.ToolExecution] = []
-    runtime.on("tools/pre-execute", lambda ex, nxt: seen.append(ex) or nxt())
+    runtime.on("tools/pre-execute", recorder(seen))
     await Scheduler(2).run(
         root_site(runtime), [call("safe", "k1")], parent=token, root_call_id="outer"
     )

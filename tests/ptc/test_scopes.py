@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import ptc
 from ptc._scopes import call_site
+from tests._typing import data
 
 from .helpers import echo_tool
 
@@ -131,9 +132,9 @@ def test_the_three_modes_send_the_right_schemas(runtime: ptc.ToolRuntime) -> Non
     code.present_as("code")
     both.present_as("both")
     names = ["read", "write", "search", "delete"]
-    assert [t["name"] for t in native.model_tools()] == names
-    assert [t["name"] for t in code.model_tools()] == ["run_code"]
-    assert [t["name"] for t in both.model_tools()] == [*names, "run_code"]
+    assert [t["name"] for t in data(native.model_tools())] == names
+    assert [t["name"] for t in data(code.model_tools())] == ["run_code"]
+    assert [t["name"] for t in data(both.model_tools())] == [*names, "run_code"]
 
 
 @pytest.mark.parametrize(
@@ -155,7 +156,7 @@ def test_model_tools_leak_no_callbacks_and_no_timeout(fmt: Any, keys: set[str]) 
             output=ptc.Output({}, lambda v: [], presentation_meta={"icon": "x"}),
         )
     )
-    (spec,) = runtime.root.model_tools(format=fmt)
+    (spec,) = data(runtime.root.model_tools(format=fmt))
     assert set(spec) == keys
     if fmt == "openai":
         assert set(spec["function"]) == {"name", "description", "parameters"}

@@ -11,10 +11,11 @@ from ptc._signals import fuse
 
 def test_cancel_sets_flag_and_first_reason_sticks() -> None:
     signal = CancelSignal()
-    assert not signal.cancelled and signal.reason is None
+    assert (signal.cancelled, signal.reason) == (False, None)
     signal.cancel("first")
     signal.cancel("second")
-    assert signal.cancelled and signal.reason == "first"
+    assert signal.reason == "first"
+    assert signal.cancelled
 
 
 @pytest.mark.anyio

@@ -98,7 +98,7 @@ def test_tool_decorator_derives_schemas_and_description() -> None:
 
     assert search.name == "search"
     assert search.description == "Search the index."
-    schema = search.input_schema
+    schema: Any = search.input_schema
     assert set(schema["properties"]) == {"query", "limit"}  # context left out
     assert schema["required"] == ["query"]
     assert schema["properties"]["limit"]["default"] == 10

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 async def backend() -> AsyncIterator[SubprocessBackend]:
     async with SubprocessBackend(Containment(pool_size=1)) as b:
-        yield b  # type: ignore[misc]
+        yield b
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 async def backend() -> AsyncIterator[SubprocessBackend]:
     async with SubprocessBackend(Containment(pool_size=1)) as b:
-        yield b  # type: ignore[misc]
+        yield b
 
 
 async def test_infinite_loop_hits_the_cpu_limit(backend: SubprocessBackend) -> None:

@@ -37,7 +37,7 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 async def backend() -> AsyncIterator[SubprocessBackend]:
     async with SubprocessBackend() as b:
-        yield b  # type: ignore[misc]
+        yield b
 
 
 async def test_returns_the_value_with_full_enforcement_and_stats(

@@ -46,9 +46,8 @@ ALL_FULL = dict.fromkeys(("filesystem", "network", "processes", "memory", "cpu")
 async def test_each_mechanism_can_be_switched_off(
     switch: str, expected: dict[str, str], probe: str
 ) -> None:
-    containment = dataclasses.replace(
-        Containment(require=frozenset(), pool_size=0), **{switch: False}
-    )
+    switches: dict[str, Any] = {switch: False}
+    containment = dataclasses.replace(Containment(require=frozenset(), pool_size=0), **switches)
     async with SubprocessBackend(containment) as b:
         out = await run(b, probe)
     assert out.ok and out.value not in (False, None), out.detail
