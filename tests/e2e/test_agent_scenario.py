@@ -159,6 +159,7 @@ async def runtime() -> AsyncIterator[ptc.ToolRuntime]:
         yield rt
 
 
+@pytest.mark.needs_root
 async def test_native_and_code_mode_reach_the_same_answer(runtime: ptc.ToolRuntime) -> None:
     native = runtime.scope("native-agent")
     native.present_as("native")

@@ -18,7 +18,7 @@ import ptc
 from tests._typing import data
 from worker import DIMENSIONS, FAILURE_KINDS
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.needs_root]
 
 DEADLOCK_GUARD_SECONDS = 20
 

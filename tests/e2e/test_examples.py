@@ -150,6 +150,7 @@ def test_the_suite_has_the_task_kinds_the_issue_asks_for() -> None:
         assert needle in kinds, needle
 
 
+@pytest.mark.needs_root
 @pytest.mark.parametrize("task", TASKS, ids=[t.name for t in TASKS])
 async def test_native_policy_and_code_program_give_the_expected_answer(task: Task) -> None:
     async with build_runtime() as rt:
@@ -175,6 +176,7 @@ def test_percentile_is_nearest_rank_and_summaries_hold_the_tail() -> None:
         _stats.percentile([], 0.5)
 
 
+@pytest.mark.needs_root
 @pytest.mark.slow
 def test_quick_suite_writes_table_json_and_chart(tmp_path: Path) -> None:
     from benchmarks import native_vs_code

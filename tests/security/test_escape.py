@@ -14,7 +14,7 @@ from tests.security._support import run
 from worker import Containment
 from worker._backend import SubprocessBackend
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.needs_root]
 
 
 @pytest.fixture

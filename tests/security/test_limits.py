@@ -11,7 +11,7 @@ from tests.security._support import RELAXED, SHORT, leftover_descendants, run
 from worker import Containment, Limits
 from worker._backend import SubprocessBackend
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.needs_root]
 
 
 @pytest.fixture

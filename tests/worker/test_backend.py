@@ -31,7 +31,7 @@ from worker import (
     SubprocessBackend,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.needs_root]
 
 
 @pytest.fixture

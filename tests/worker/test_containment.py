@@ -42,6 +42,7 @@ ALL_FULL = dict.fromkeys(("filesystem", "network", "processes", "memory", "cpu")
         ("seccomp", {"processes": "partial"}, "import socket\nsocket.socketpair()\nreturn 1"),
     ],
 )
+@pytest.mark.needs_root
 @pytest.mark.anyio
 async def test_each_mechanism_can_be_switched_off(
     switch: str, expected: dict[str, str], probe: str
@@ -66,6 +67,7 @@ async def test_each_mechanism_can_be_switched_off(
         assert "Landlock" not in mechanisms
 
 
+@pytest.mark.needs_root
 @pytest.mark.anyio
 async def test_everything_off_still_runs_when_nothing_is_required() -> None:
     containment = Containment(
@@ -88,6 +90,7 @@ async def test_everything_off_still_runs_when_nothing_is_required() -> None:
     assert out.kind == "sandbox-unavailable" and "'network'" in out.detail
 
 
+@pytest.mark.needs_root
 @pytest.mark.anyio
 async def test_per_run_rlimits_reach_a_pooled_child() -> None:
     code = (
@@ -173,6 +176,7 @@ def _as_nobody() -> dict[str, Any]:
     return facts
 
 
+@pytest.mark.needs_root
 def test_as_an_unprivileged_user_runs_degrade_or_fail_closed() -> None:
     read, write = os.pipe()
     pid = os.fork()
