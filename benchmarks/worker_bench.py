@@ -94,8 +94,8 @@ async def bench(n: int) -> dict[str, Any]:
         # idle pooled child PSS
         await b.start()
         out["idle_child_pss_kib"] = {
-            "child": pss_kib(b._pool[0].pid),
-            "keeper": pss_kib(b._pool[0].keeper_pid),
+            "child": pss_kib(b.pooled[0].pid),
+            "keeper": pss_kib(b.pooled[0].keeper_pid),
         }
         # end to end `return 1`: paced (pool warm) and back to back, vs bare python start
         paced, b2b, bare = [], [], []

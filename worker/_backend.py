@@ -59,6 +59,11 @@ class SubprocessBackend(WorkerBackend):
     def zygote_pid(self) -> int | None:
         return self._zygote.pid
 
+    @property
+    def pooled(self) -> tuple[ChildHandle, ...]:
+        """The never-used children waiting in the pool (for inspection: tests, benchmarks)."""
+        return tuple(self._pool)
+
     def _cfg(self, scratch: str, cgroups: RunCgroups) -> dict[str, Any]:
         c = self.containment
         groups = [

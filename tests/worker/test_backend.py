@@ -104,10 +104,10 @@ async def test_cancellation_kills_the_child_and_re_raises(backend: SubprocessBac
     # only the pooled keepers and children remain: the cancelled run's tree is gone
     await backend.start()  # complete the pool's handshakes so each has both processes
     for _ in range(100):
-        if len(descendants(backend.zygote_pid or 0)) == 2 * len(backend._pool):
+        if len(descendants(backend.zygote_pid or 0)) == 2 * len(backend.pooled):
             break
         await anyio.sleep(0.01)
-    assert len(descendants(backend.zygote_pid or 0)) == 2 * len(backend._pool)
+    assert len(descendants(backend.zygote_pid or 0)) == 2 * len(backend.pooled)
     assert (await run(backend, "return 'next'")).value == "next"
 
 
@@ -145,7 +145,7 @@ async def test_aclose_stops_the_zygote_and_the_pool() -> None:
     b = SubprocessBackend()
     await b.start()
     zygote = b.zygote_pid
-    assert zygote is not None and len(b._pool) == 2
+    assert zygote is not None and len(b.pooled) == 2
     await b.aclose()
     assert not _alive(zygote)
 
@@ -182,11 +182,11 @@ async def test_no_zombie_and_no_scratch_dir_after_200_runs(
             out = await run(b, code, Limits(wall_seconds=0.5) if i % 50 == 49 else SHORT)
             assert out.ok or out.kind == "timeout"
         await b.start()  # complete the pool's handshakes so each has both processes
-        pool_scratch = {os.path.basename(c.scratch) for c in b._pool}
+        pool_scratch = {os.path.basename(c.scratch) for c in b.pooled}
         assert scratch_dirs() - before_scratch == pool_scratch
         zygote = b.zygote_pid or 0
         assert zombies(zygote) == []
-        assert len(leftover_descendants(zygote, timeout_s=0.5)) == 2 * len(b._pool)
+        assert len(leftover_descendants(zygote, timeout_s=0.5)) == 2 * len(b.pooled)
     assert scratch_dirs() == before_scratch
     assert zombies(os.getpid()) == []
     assert not _alive(zygote)
