@@ -6,6 +6,7 @@ another module's private attributes, and nothing imports ``benchmarks`` or ``tes
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -16,11 +17,16 @@ PACKAGE = ROOT / "ptc"
 FOREIGN_PRIVATE = {"_exit", "_replace", "_asdict", "_fields", "_getframe"}
 
 
+PACKAGES: set[str] = set()
+
+
 def modules() -> dict[str, ast.Module]:
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(ROOT).with_suffix("")
         name = ".".join(relative.parts).removesuffix(".__init__")
+        if path.name == "__init__.py":
+            PACKAGES.add(name)
         found[name] = ast.parse(path.read_text(encoding="utf-8"), str(path))
     return found
 
@@ -28,7 +34,7 @@ def modules() -> dict[str, ast.Module]:
 def imports_of(name: str, tree: ast.Module) -> set[str]:
     """Every module ``name`` imports anywhere in its source (top level, TYPE_CHECKING
     blocks and function bodies alike)."""
-    package = name if name == "ptc" else name.rpartition(".")[0]
+    package = name if name in PACKAGES else name.rpartition(".")[0]
     out: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -40,7 +46,8 @@ def imports_of(name: str, tree: ast.Module) -> set[str]:
                 target = ".".join([*base, node.module] if node.module else base)
             else:
                 target = node.module or ""
-            out.add(target)
+            if node.module or not node.level:
+                out.add(target)  # ``from . import x`` imports the submodule x only
             out.update(f"{target}.{alias.name}" for alias in node.names)
         elif (
             isinstance(node, ast.Call)
@@ -153,3 +160,19 @@ def test_no_module_reaches_into_another_modules_private_attributes() -> None:
             if attr not in own:
                 problems.append(f"{name}:{node.lineno} .{attr}")
     assert not problems, problems
+
+
+def test_the_layer_list_in_the_architecture_doc_is_the_real_order() -> None:
+    """docs/architecture.md lists ptc's modules bottom first; each imports only earlier ones."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text.split("## The host side (ptc)", 1)[1].split("\n## ", 1)[0]
+    section = section.split("### Layers", 1)[1].split("\n### ", 1)[0]
+    listed = [
+        "ptc" if name == "__init__" else f"ptc.{name}"
+        for name in re.findall(r"^\d+\. `([\w.]+)`", section, flags=re.M)
+    ]
+    graph = internal_graph()
+    assert sorted(listed) == sorted(graph)
+    for position, module in enumerate(listed):
+        later = graph[module] - set(listed[:position])
+        assert not later, f"{module} imports {sorted(later)}, listed after it"

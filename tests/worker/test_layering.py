@@ -218,7 +218,8 @@ def test_no_module_reads_another_objects_private_attributes() -> None:
 def test_the_documented_stack_is_the_real_one() -> None:
     """docs/architecture.md lists worker's modules bottom first; each imports only earlier ones."""
     text = (ROOT.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
-    section = text.split("### Layers", 1)[1].split("\n### ", 1)[0]
+    section = text.split("## The worker package", 1)[1].split("\n## ", 1)[0]
+    section = section.split("### Layers", 1)[1].split("\n### ", 1)[0]
     listed = [
         "worker" if name == "__init__" else f"worker.{name}"
         for name in re.findall(r"^\d+\. `([\w.]+)`", section, flags=re.M)
