@@ -85,7 +85,7 @@ def render(samples: dict[str, list[float]], facts: dict[str, Any]) -> tuple[str,
           _stats.markdown_table(["Measurement", "n", "p50", "p99", "min", "max"], rows),
           "\n## Ratios (baseline p50 / ptc p50; > 1 means ptc is faster)\n",
           _stats.markdown_table(["Baseline", "ptc", "Ratio"], ratios),
-          "\n## DESIGN section 8 targets\n",
+          "\n## Performance targets\n",
           _stats.markdown_table(["Target", "Measured", "Limit", "Verdict", "Note"], targets)]
     pss = facts.get("idle_pss_kib", [])
     if pss:

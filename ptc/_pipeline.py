@@ -1,4 +1,4 @@
-"""One call through the pipeline (DESIGN section 3): :class:`Call` owns the stages and
+"""One call through the pipeline (docs/guide.md, "The pipeline"): :class:`Call` owns the stages and
 their order.
 
 ``Call.create`` is step 1 (identity, lossless frozen arguments, visibility, mode collapse,

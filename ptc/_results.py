@@ -1,6 +1,6 @@
 """Tool results and error codes: what a call returns, always as data, never as an exception.
 
-Each :data:`ErrorCode` is a distinct fact about how a call ended (DESIGN section 3).
+Each :data:`ErrorCode` is a distinct fact about how a call ended (docs/guide.md).
 """
 
 from __future__ import annotations

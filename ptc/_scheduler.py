@@ -1,4 +1,4 @@
-"""The batch scheduler (DESIGN section 4).
+"""The batch scheduler (docs/guide.md, "Batches").
 
 Consecutive parallel-safe calls form a group (a sliding pool capped at ``max_parallel``);
 an exclusive call is a barrier that waits for in-flight parallel bodies and holds until its

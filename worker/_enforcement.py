@@ -1,6 +1,6 @@
 """The per-dimension enforcement report, built from what actually applied, and ``require``.
 
-``full`` follows DESIGN section 7: filesystem - Landlock; network - a net namespace, or
+``full`` follows the design (docs/security.md): filesystem - Landlock; network - a net namespace, or
 Landlock TCP + seccomp; processes - seccomp + (pid namespace or cgroup.kill); memory - a
 cgroup limit (RLIMIT_AS alone is ``partial``); cpu - RLIMIT_CPU.
 """

@@ -1,4 +1,4 @@
-"""Code mode (DESIGN section 5) on the in-process fake worker: modes, the reserved
+"""Code mode (docs/code-mode.md) on the in-process fake worker: modes, the reserved
 ``run_code``, nested dispatch through the full pipeline, scheduling inside a run, the
 dispatch log, aborts, content rendering and failure messages.
 

@@ -1,4 +1,4 @@
-"""Pre-flight (DESIGN section 5): only what is certainly wrong fails before a worker starts:
+"""Pre-flight (docs/code-mode.md): only what is certainly wrong fails before a worker starts:
 syntax (``syntax``), unknown ``tools.X`` names or keywords (``preflight``, listing the valid
 names), and restricted-profile compile rejections (``policy``)."""
 

@@ -1,5 +1,5 @@
 """The model-facing text of code mode: ``run_code``'s schemas and description, the SDK
-header, and their byte stability (DESIGN sections 5 and 6)."""
+header, and their byte stability (docs/code-mode.md, docs/sdk.md)."""
 
 from __future__ import annotations
 

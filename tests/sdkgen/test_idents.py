@@ -1,4 +1,4 @@
-"""Identifier mapping, DESIGN section 6."""
+"""Identifier mapping (docs/sdk.md, "Identifiers")."""
 
 from __future__ import annotations
 
