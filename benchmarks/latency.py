@@ -6,7 +6,8 @@ back) vs ``subprocess.run([python, "-I", "-c", ...])`` vs smolagents' in-process
 ``LocalPythonExecutor``; a nested call round trip vs the same call made in-process; a
 1,000-call program; CPU-bound programs in both ptc profiles vs smolagents (and plain
 in-process ``exec`` for scale); kill latency; idle pooled child PSS; 20 concurrent runs.
-Results: ``benchmarks/results/latency.{json,md}``; the performance targets (docs/benchmarks.md) are checked.
+Results: ``benchmarks/results/latency.{json,md}``; the performance targets
+(docs/benchmarks.md) are checked.
 """
 
 from __future__ import annotations

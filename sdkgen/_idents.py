@@ -1,4 +1,5 @@
-"""Identifier mapping: tool names and property keys -> Python identifiers (docs/sdk.md, "Identifiers").
+"""Identifier mapping: tool names and property keys -> Python identifiers
+(docs/sdk.md, "Identifiers").
 
 Tool names: characters outside ``[A-Za-z0-9_]`` become ``_``; an empty result or one that
 starts with a digit or ``_`` gets the prefix ``t_``; keywords, builtins and the SDK's own
