@@ -30,6 +30,7 @@ from ._errors import NotJSONError as NotJSONError
 from ._errors import PtcError as PtcError
 from ._errors import SchemaError as SchemaError
 from ._errors import ScopeError as ScopeError
+from ._errors import SuspensionError as SuspensionError
 from ._errors import UsageError as UsageError
 from ._eventlog import EventLog as EventLog
 from ._events import DispatchLogListener as DispatchLogListener
@@ -58,6 +59,8 @@ from ._scheduler import ToolCall as ToolCall
 from ._scopes import ChangeListener as ChangeListener
 from ._scopes import Scope as Scope
 from ._signals import CancelSignal as CancelSignal
+from ._suspensions import FileSuspensionStore as FileSuspensionStore
+from ._suspensions import SuspensionStore as SuspensionStore
 from ._tools import ExecutionToken as ExecutionToken
 from ._tools import Output as Output
 from ._tools import ScopeRef as ScopeRef
@@ -97,6 +100,7 @@ __all__ = (
     "ExecuteNext",
     "ExecutionToken",
     "FailureKind",
+    "FileSuspensionStore",
     "FrozenDict",
     "FrozenList",
     "Guard",
@@ -115,6 +119,8 @@ __all__ = (
     "Scope",
     "ScopeError",
     "ScopeRef",
+    "SuspensionError",
+    "SuspensionStore",
     "ToolCall",
     "ToolContext",
     "ToolDefinition",

@@ -12,6 +12,7 @@ tools one by one costs about what registering them at once costs. One
 
 from __future__ import annotations
 
+import contextvars
 import json
 import threading
 import time
@@ -29,6 +30,8 @@ import sdkgen
 from worker import Containment, Limits, Profile, RunRequest, SubprocessBackend, WorkerBackend
 
 from ._body import BodyFailure
+from ._decisions import ApprovalAnswer
+from ._errors import ClosedError, UsageError
 from ._json import JSON, FrozenDict
 from ._layers import Mode
 from ._preflight import check_program
@@ -39,11 +42,12 @@ from ._prompt import (
     run_code_description,
     sdk_header,
 )
-from ._results import ContentBlock
-from ._run import ProgramRun, failure_message
+from ._results import ContentBlock, ToolResult
+from ._run import ProgramRun, Replay, RunSuspended, failure_message
 from ._scopes import Scope, subtree
 from ._sdks import SdkBuilder, default_cache_dir
-from ._tools import Output, ToolContext, ToolDefinition, define_tool
+from ._suspensions import Suspension, SuspensionStore, new_token
+from ._tools import Output, ToolContext, ToolDefinition, ToolExecution, define_tool
 
 __all__ = ("CodeMode", "render_run_code")
 
@@ -55,6 +59,11 @@ _PENDING_STUB = (
 # A flush waits until no change came for this long (and at most _DEBOUNCE_MAX_S).
 _DEBOUNCE_S = 0.005
 _DEBOUNCE_MAX_S = 0.25
+_RESUME_ANSWERS: tuple[ApprovalAnswer, ...] = ("allowed-once", "rejected", "cancelled")
+# The replay a resumed run_code body picks up: set around the resumed call, consumed by it.
+_REPLAY: contextvars.ContextVar[tuple[str, Replay] | None] = contextvars.ContextVar(
+    "ptc_replay", default=None
+)
 
 
 def render_run_code(value: JSON) -> list[ContentBlock]:
@@ -83,8 +92,10 @@ class CodeMode:
         default_mode: Mode,
         backend: WorkerBackend | None,
         containment: Containment,
+        suspensions: SuspensionStore,
     ) -> None:
         self._default_mode = default_mode
+        self._suspensions = suspensions
         self._containment = containment
         self._backend = backend
         self._owns_backend = False
@@ -265,13 +276,90 @@ class CodeMode:
         if self._closed:
             detail = "the runtime is closed"
             raise BodyFailure("CODE_RUN_FAILED", failure_message("abort", detail, ""))
-        run = ProgramRun(context.execution, scope, context.signal, limits)
+        replay = _REPLAY.get()
+        _REPLAY.set(None)  # consumed: a nested run_code elsewhere starts afresh
+        if replay is not None and replay[0] != code:
+            replay = None  # not the program this replay was made for
+        execution = context.execution
+        run = ProgramRun(
+            execution, scope, context.signal, limits, replay[1] if replay is not None else None
+        )
         request = RunRequest(code=code, sdk_module=sdk.module, profile=profile, limits=limits)
         self._runs.add(run)
         try:
             return await run.execute(self.backend(), request)
+        except RunSuspended as suspended:
+            description = arguments.get("description")
+            raise await self._suspend(
+                scope,
+                execution,
+                code,
+                description if isinstance(description, str) else None,
+                suspended,
+            ) from None
         finally:
             self._runs.discard(run)
+
+    async def _suspend(
+        self,
+        scope: Scope,
+        execution: ToolExecution,
+        code: str,
+        description: str | None,
+        suspended: RunSuspended,
+    ) -> BodyFailure:
+        """Keep the record and describe the pause to the model and the host."""
+        now = time.time()
+        suspension = Suspension(
+            token=new_token(),
+            scope_path=scope.path,
+            call_id=execution.call_id,
+            root_call_id=execution.root_call_id,
+            code=code,
+            description=description,
+            created_at=now,
+            expires_at=now + self._suspensions.ttl_seconds,
+            calls=suspended.calls,
+            pending=suspended.pending,
+        )
+        await self._suspensions.save(suspension)
+        pending = suspended.pending
+        meta = dict(suspended.meta)
+        meta["suspension"] = {
+            "token": suspension.token,
+            "expires_at": suspension.expires_at,
+            "pending": {
+                "sub_call_id": pending.sub_call_id,
+                "name": pending.name,
+                "arguments": pending.arguments,
+                "reason": pending.reason,
+            },
+        }
+        why = f" ({pending.reason})" if pending.reason else ""
+        message = (
+            f"code run suspended: `{pending.name}` awaits a person's approval{why}. The program "
+            "was stopped before that call; when the approval is decided the host resumes it, "
+            "and the calls already made are not made again. Do not call run_code again for "
+            f"this task now.\nCaptured output:\n{suspended.output}"
+        )
+        return BodyFailure("SUSPENDED", message, meta)
+
+    async def resume(self, scope: Scope, token: str, answer: ApprovalAnswer) -> ToolResult:
+        """Run a suspended program again in a fresh worker (see ``Scope.resume``)."""
+        if answer not in _RESUME_ANSWERS:
+            raise UsageError(f"answer must be one of {_RESUME_ANSWERS}, got {answer!r}")
+        if self._closed:
+            raise ClosedError("the runtime is closed")
+        suspension = await self._suspensions.take(token, scope.path)
+        replay = Replay(calls=suspension.calls, pending=suspension.pending, answer=answer)
+        arguments: dict[str, JSON] = {"code": suspension.code}
+        if suspension.description:
+            arguments["description"] = suspension.description
+        reset = _REPLAY.set((suspension.code, replay))
+        try:
+            return await scope.call(RUN_CODE, arguments, call_id=suspension.call_id)
+        finally:
+            _REPLAY.reset(reset)
 
 
 def _native_tools(scope: Scope) -> tuple[ToolDefinition, ...]:

@@ -99,7 +99,12 @@ class ApprovalRequest:
     display_reason: str | None
 
 
-ApprovalAnswer: TypeAlias = Literal["allowed-once", "rejected", "cancelled", "unavailable"]
+ApprovalAnswer: TypeAlias = Literal[
+    "allowed-once", "rejected", "cancelled", "unavailable", "deferred"
+]
+"""``deferred``: a person will decide later. Inside a ``run_code`` program the run is
+suspended (``SUSPENDED``) and resumed with ``scope.resume(token, answer)``; for a direct call
+it is ``ASK_UNAVAILABLE``."""
 Approver: TypeAlias = Callable[[ApprovalRequest], Awaitable[ApprovalAnswer]]
 """The runtime's ``approver``: asked when a pre-execute listener answers ``Ask``."""
 

@@ -11,6 +11,8 @@ PtcError                    root of everything ptc raises on purpose
  ├── NotJSONError           (ValueError) a value that is not lossless JSON; ``path`` says where
  ├── ScopeError             (ValueError) a scope operation that cannot be done: a duplicate child,
  │                          a bad ``restrict()``, a second ``present_as()``
+ ├── SuspensionError        (ValueError) a suspended run that cannot be resumed: unknown token,
+ │                          resumed already, another scope, expired, a refused record
  ├── UsageError             (TypeError) an argument of the wrong kind: a listener that is not
  │                          callable, ``Accept(content=..., value=...)``
  └── ClosedError            (RuntimeError) the runtime or the scope is closed
@@ -35,6 +37,7 @@ __all__ = (
     "PtcError",
     "SchemaError",
     "ScopeError",
+    "SuspensionError",
     "UsageError",
 )
 
@@ -70,6 +73,11 @@ class NotJSONError(PtcError, ValueError):
 
 class ScopeError(PtcError, ValueError):
     """A scope operation that cannot be done (the message says why and what would work)."""
+
+
+class SuspensionError(PtcError, ValueError):
+    """A suspended run cannot be resumed (the message says why); a record is never run
+    unless it passed its checks."""
 
 
 class UsageError(PtcError, TypeError):

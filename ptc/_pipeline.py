@@ -150,6 +150,12 @@ class Call:
         self.final = True
 
     @property
+    def suspended(self) -> bool:
+        """Its approval was deferred: the run it belongs to is being suspended."""
+        error = self.result.error if self.result is not None else None
+        return error is not None and error.code == "SUSPENDED"
+
+    @property
     def parallel(self) -> bool:
         """Fail-closed classification, asked after argument validation: exactly ``True``."""
         definition = self.definition
@@ -171,20 +177,30 @@ class Call:
         admission: AbstractAsyncContextManager[object] | None = None,
         prepare_lock: anyio.Lock | None = None,
         prepared: Callable[[], None] | None = None,
+        halt: CancelSignal | None = None,
     ) -> ToolResult:
         """Run the rest of the pipeline and return the frozen result.
 
         ``admission`` is held from pre-execute through post-execute (it may raise
         :class:`Unstarted`: the result is then ``ABORTED_BEFORE_DISPATCH``, not emitted);
         ``prepare_lock`` keeps pre-execute phases from overlapping; ``prepared`` is called
-        once pre-execute is over (or skipped).
+        once pre-execute is over (or skipped). ``halt`` (a run being suspended) keeps a call
+        that has not begun pre-execute from beginning it, and is fired when this call's
+        approval is deferred; a suspended call's result is not emitted.
         """
         try:
             if not self.final:
                 try:
                     async with admission if admission is not None else nullcontext():
                         async with prepare_lock if prepare_lock is not None else nullcontext():
+                            if halt is not None and halt.cancelled:
+                                raise Unstarted
                             await self._prepare()
+                        if self.suspended:
+                            if halt is not None:
+                                halt.cancel("a call's approval was deferred")
+                            assert self.result is not None
+                            return self.result
                         if prepared is not None:
                             prepared()
                             prepared = None

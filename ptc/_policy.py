@@ -171,6 +171,16 @@ async def _ask(
         return Refusal("ASK_UNAVAILABLE", f"approval is unavailable: the approver raised {exc!r}")
     if answer == "allowed-once" and isinstance(answer, str):
         return None
+    if answer == "deferred" and isinstance(answer, str):
+        if execution.parent is None:
+            return Refusal(
+                "ASK_UNAVAILABLE",
+                "approval is unavailable: the approver deferred a direct call (only calls made "
+                "inside a run_code program can wait for a later decision)",
+            )
+        # The run is suspended; the call is neither refused nor finished (not emitted).
+        info = {"reason": decision.reason, "display_reason": decision.display_reason}
+        return Refusal("SUSPENDED", "approval deferred: the run is suspended", info, final=True)
     if isinstance(answer, str) and answer in _ANSWERS:
         return Refusal(*_ANSWERS[answer])
     return Refusal("ASK_UNAVAILABLE", f"approval is unavailable: the approver answered {answer!r}")

@@ -26,6 +26,7 @@ ErrorCode: TypeAlias = Literal[
     "INVALID_OUTPUT",
     "BLOCKED",
     "CODE_RUN_FAILED",
+    "SUSPENDED",
 ]
 ERROR_CODES: Final[tuple[ErrorCode, ...]] = get_args(ErrorCode)
 

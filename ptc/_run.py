@@ -3,13 +3,25 @@
 Every SDK call a program makes arrives here as a batch and becomes a full pipeline run
 (``call_id = "<outer>:ptc:<n>"``, the outer ``root_call_id``, the same scope, ``parent`` =
 run_code's token, a signal fused from the outer call and the run's lifetime), scheduled by
-one :class:`~ptc._scheduler.Scheduler` per run so section-4 rules hold across batches.
+one :class:`~ptc._scheduler.Scheduler` per run so the batch rules hold across batches.
+
+**Suspension.** When the approver defers a call, the run stops admitting calls (``halt``),
+kills the worker at once, lets calls already started finish, and ends with
+:class:`RunSuspended`: every completed call (name, arguments, the reply the program got)
+and the pending one. **Replay.** A resumed run is handed that record as a :class:`Replay`:
+its program's calls are compared, position by position, with the record; recorded ones are
+answered from it (no tool, no policy: the dispatch log marks them ``replayed``), the pending
+one runs through the pipeline with the person's answer in place of the approver, later ones
+run live, and any difference ends the run as ``replay-diverged``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NoReturn
 
 import anyio
 from anyio.abc import TaskGroup
@@ -17,14 +29,18 @@ from anyio.abc import TaskGroup
 from worker import CallReply, CallRequest, Limits, RunOutcome, RunRequest, WorkerBackend
 
 from ._body import BodyFailure, BodyResult
-from ._decisions import DispatchLogEntry
+from ._decisions import ApprovalAnswer, ApprovalRequest, DispatchLogEntry
 from ._events import DISPATCH_LOG, ListenerError, logger, run_waterfall
 from ._json import JSON, thaw
+from ._pipeline import CallSite
 from ._results import ContentBlock, ToolResult, freeze_content
 from ._scheduler import Scheduler, ToolCall
 from ._scopes import Scope, call_site
 from ._signals import CancelSignal, fuse, on_cancel
+from ._suspensions import PendingApproval, RecordedCall
 from ._tools import ToolExecution
+
+__all__ = ("ProgramRun", "Replay", "RunSuspended", "failure_message")
 
 
 def failure_message(kind: str, detail: str, output: str) -> str:
@@ -37,19 +53,58 @@ def _is_content(value: object) -> bool:
     return isinstance(value, list | tuple)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Replay:
+    """What a resumed run replays: the recorded calls, the pending one and its answer."""
+
+    calls: tuple[RecordedCall, ...]
+    pending: PendingApproval
+    answer: ApprovalAnswer
+
+
+class RunSuspended(Exception):  # noqa: N818 - an outcome, named for what it carries
+    """A run ended because a call's approval was deferred (see the module docstring)."""
+
+    def __init__(
+        self,
+        calls: tuple[RecordedCall, ...],
+        pending: PendingApproval,
+        output: str,
+        meta: dict[str, JSON],
+    ) -> None:
+        super().__init__(pending.name)
+        self.calls = calls
+        self.pending = pending
+        self.output = output
+        self.meta = meta
+
+
 class ProgramRun:
     """The state of one run (see the module docstring)."""
 
     def __init__(
-        self, execution: ToolExecution, scope: Scope, signal: CancelSignal, limits: Limits
+        self,
+        execution: ToolExecution,
+        scope: Scope,
+        signal: CancelSignal,
+        limits: Limits,
+        replay: Replay | None = None,
     ) -> None:
         self.execution = execution
         self.scope = scope
         self.caller = signal
+        self.limits = limits
         self.lifetime = CancelSignal()
         self.signal, self._detach = fuse(signal, self.lifetime)
+        self.halt = CancelSignal()
         self.scheduler = Scheduler(limits.max_parallel_calls)
         self.dispatch_log: list[JSON] = []
+        self.replay = replay
+        self._recorded = {c.n: c for c in replay.calls} if replay is not None else {}
+        self._completed: dict[int, RecordedCall] = {}
+        self._pending: PendingApproval | None = None
+        self._reached_pending = False
+        self._diverged = ""
         self._count = 0
         self._abort = anyio.Event()
         self._abort_reason = ""
@@ -61,17 +116,35 @@ class ProgramRun:
         self._abort.set()
 
     async def execute(self, backend: WorkerBackend, request: RunRequest) -> BodyResult:
-        remove = on_cancel(self.caller, self._abort.set)
+        started = time.monotonic()
+        removers = [
+            on_cancel(self.caller, self._abort.set),
+            # A deferred approval kills the worker at once: nothing is held open.
+            on_cancel(self.halt, self._abort.set),
+        ]
         try:
-            async with anyio.create_task_group() as group:
-                self._group = group
-                try:
-                    outcome = await backend.run(request, on_calls=self.handle, abort=self._abort)
-                finally:
-                    # Unstarted calls are abandoned, started ones drain as the group exits.
-                    self.lifetime.cancel("run_code settled")
+            async with anyio.create_task_group() as watchdog:
+                async with anyio.create_task_group() as group:
+                    self._group = group
+                    try:
+                        outcome = await backend.run(
+                            request, on_calls=self.handle, abort=self._abort
+                        )
+                    finally:
+                        if not self.halt.cancelled:
+                            # Unstarted calls are abandoned, started ones drain as the
+                            # group exits.
+                            self.lifetime.cancel("run_code settled")
+                    if self.halt.cancelled:
+                        # Suspended: started calls finish (they are recorded, never run
+                        # twice), within what is left of the wall clock.
+                        left = self.limits.wall_seconds - (time.monotonic() - started)
+                        watchdog.start_soon(_cancel_after, self.lifetime, max(left, 0.0))
+                watchdog.cancel_scope.cancel()
         finally:
-            remove()
+            self.lifetime.cancel("run_code settled")
+            for remove in removers:
+                remove()
             self._detach()
         return self._result(outcome)
 
@@ -82,7 +155,7 @@ class ProgramRun:
         for call in calls:
             self._count += 1
             call_id = f"{self.execution.call_id}:ptc:{self._count}"
-            batch.append(ToolCall(call.tool, call.arguments, call_id=call_id))
+            batch.append((self._count, ToolCall(call.tool, call.arguments, call_id=call_id)))
         replies: list[CallReply] = []
         done = anyio.Event()
         assert self._group is not None
@@ -91,32 +164,131 @@ class ProgramRun:
         return replies
 
     async def _dispatch(
-        self, batch: list[ToolCall], replies: list[CallReply], done: anyio.Event
+        self,
+        batch: list[tuple[int, ToolCall]],
+        replies: list[CallReply],
+        done: anyio.Event,
     ) -> None:
         try:
-            started = time.perf_counter()
-            # The site is taken per call: visibility is re-checked at dispatch time.
-            results = await self.scheduler.run(
-                lambda: call_site(self.scope),
-                batch,
-                signal=self.signal,
-                parent=self.execution.token,
-                root_call_id=self.execution.root_call_id,
-            )
-            duration_ms = (time.perf_counter() - started) * 1000
-            for call, result in zip(batch, results, strict=True):
-                if not _abandoned(result, self.lifetime):
-                    await self._log(call, result, duration_ms)
-                replies.append(_reply(result))
+            answered: dict[int, CallReply] = {}
+            live: list[tuple[int, ToolCall]] = []
+            for n, call in batch:
+                recorded = self._replayed(n, call)
+                if self._diverged:
+                    answered[n] = CallReply.failure("CANCELLED", "the run is ending")
+                elif recorded is not None:
+                    answered[n] = _recorded_reply(recorded)
+                    self._completed[n] = recorded
+                    self._log_replayed(call, recorded)
+                else:
+                    live.append((n, call))
+            if live:
+                await self._run_live(live, answered)
+            replies.extend(answered[n] for n, _ in batch)
         finally:
             done.set()
 
-    async def _log(self, call: ToolCall, result: ToolResult, duration_ms: float) -> None:
+    def _replayed(self, n: int, call: ToolCall) -> RecordedCall | None:
+        """The recorded answer of call ``n``, ``None`` to run it live; a call that differs
+        from the record ends the run as ``replay-diverged``."""
+        replay = self.replay
+        if replay is None or self._diverged:
+            return None
+        expected: tuple[str, JSON] | None = None
+        recorded = self._recorded.get(n)
+        if recorded is not None:
+            expected = (recorded.name, recorded.arguments)
+        elif n == replay.pending.n:
+            expected = (replay.pending.name, replay.pending.arguments)
+            self._reached_pending = True
+        if expected is not None and (call.name, thaw(dict(call.arguments))) != expected:
+            self._diverged = (
+                f"call {n} of the resumed run is {_show(call.name, call.arguments)}, but the "
+                f"suspended run made {_show(*expected)} there; a resumed program must make "
+                "the same calls in the same order (no clocks, randomness or other inputs that "
+                "change between runs may choose them)"
+            )
+            self.abort(self._diverged)
+        return recorded
+
+    async def _run_live(
+        self, live: list[tuple[int, ToolCall]], answered: dict[int, CallReply]
+    ) -> None:
+        started = time.perf_counter()
+        calls = [call for _, call in live]
+        # The site is taken per call: visibility is re-checked at dispatch time.
+        results = await self.scheduler.run(
+            self._site,
+            calls,
+            signal=self.signal,
+            parent=self.execution.token,
+            root_call_id=self.execution.root_call_id,
+            halt=self.halt,
+        )
+        duration_ms = (time.perf_counter() - started) * 1000
+        for (n, call), result in zip(live, results, strict=True):
+            if _code(result) == "SUSPENDED":
+                self._suspend(n, call, result)
+                answered[n] = CallReply.failure("SUSPENDED", "the run is suspended")
+                continue
+            answered[n] = _reply(result)
+            if _abandoned(result, self.lifetime, self.halt):
+                continue
+            content = await self._log(call, result, duration_ms)
+            self._completed[n] = _record(n, call, answered[n], content)
+
+    def _site(self, call: ToolCall) -> CallSite:
+        site = call_site(self.scope)
+        replay = self.replay
+        if replay is not None and call.call_id == self._pending_call_id(replay.pending):
+            # The pending call runs through the pipeline again; a person already answered
+            # its Ask, so that answer takes the approver's place.
+            answer = replay.answer
+
+            async def decided(request: ApprovalRequest) -> ApprovalAnswer:
+                return answer
+
+            site = dataclasses.replace(site, approver=decided)
+        return site
+
+    def _pending_call_id(self, pending: PendingApproval) -> str:
+        return f"{self.execution.call_id}:ptc:{pending.n}"
+
+    def _suspend(self, n: int, call: ToolCall, result: ToolResult) -> None:
+        if self._pending is not None:
+            return
+        info = result.meta.get("info")
+        reason = info.get("reason") if isinstance(info, dict) else None
+        display = info.get("display_reason") if isinstance(info, dict) else None
+        self._pending = PendingApproval(
+            n=n,
+            sub_call_id=call.call_id or "",
+            name=call.name,
+            arguments=thaw(dict(call.arguments)),
+            reason=reason if isinstance(reason, str) else None,
+            display_reason=display if isinstance(display, str) else None,
+        )
+
+    def _log_replayed(self, call: ToolCall, recorded: RecordedCall) -> None:
+        self.dispatch_log.append(
+            {
+                "sub_call_id": call.call_id or "",
+                "name": recorded.name,
+                "arguments": recorded.arguments,
+                "is_error": not recorded.ok,
+                "error_code": None if recorded.ok else recorded.code,
+                "content": recorded.content,
+                "duration_ms": 0.0,
+                "replayed": True,
+            }
+        )
+
+    async def _log(self, call: ToolCall, result: ToolResult, duration_ms: float) -> JSON:
         entry = DispatchLogEntry(
             execution=self.execution,
             sub_call_id=call.call_id or "",
             name=call.name,
-            arguments=thaw(call.arguments),  # a copy independent of the dispatched one
+            arguments=thaw(dict(call.arguments)),  # a copy independent of the dispatched one
             is_error=result.is_error,
             content=result.content,
         )
@@ -134,6 +306,7 @@ class ProgramRun:
             except (ListenerError, TypeError, ValueError):
                 logger.warning("dispatch-log listener failed; logging the original", exc_info=True)
                 content = result.content
+        logged = thaw(list(content))
         self.dispatch_log.append(
             {
                 "sub_call_id": entry.sub_call_id,
@@ -141,10 +314,12 @@ class ProgramRun:
                 "arguments": entry.arguments,
                 "is_error": result.is_error,
                 "error_code": result.error.code if result.error is not None else None,
-                "content": thaw(list(content)),
+                "content": logged,
                 "duration_ms": round(duration_ms, 3),
+                "replayed": False,
             }
         )
+        return logged
 
     def _result(self, outcome: RunOutcome) -> BodyResult:
         output = outcome.output
@@ -154,22 +329,47 @@ class ProgramRun:
             "stats": thaw(outcome.stats.as_json()),
             "output": {"total_bytes": output.total_bytes, "truncated": output.truncated},
         }
-        if outcome.ok:
-            return BodyResult(value={"result": outcome.value, "stdout": output.text}, meta=meta)
+        if self._diverged:
+            return self._fail("replay-diverged", self._diverged, output.text, meta)
+        if self._pending is not None:
+            calls = tuple(self._completed[n] for n in sorted(self._completed))
+            raise RunSuspended(calls, self._pending, output.text, meta)
         if self.caller.cancelled:
             message = f"tool call aborted\nCaptured output:\n{output.text}"
             raise BodyFailure("ABORTED", message, meta)
+        if outcome.ok:
+            if self.replay is not None and not self._reached_pending:
+                detail = (
+                    f"the resumed program ended without making call {self.replay.pending.n} "
+                    f"({self.replay.pending.name}), the one that awaited approval; a resumed "
+                    "program must make the same calls in the same order"
+                )
+                return self._fail("replay-diverged", detail, output.text, meta)
+            return BodyResult(value={"result": outcome.value, "stdout": output.text}, meta=meta)
         kind = outcome.kind or "worker-exit"
         detail = outcome.detail
         if kind == "abort" and self._abort_reason:
             detail = self._abort_reason
+        return self._fail(kind, detail, output.text, meta)
+
+    @staticmethod
+    def _fail(kind: str, detail: str, output: str, meta: dict[str, JSON]) -> NoReturn:
         meta["failure"] = {"kind": kind, "detail": detail}
-        raise BodyFailure("CODE_RUN_FAILED", failure_message(kind, detail, output.text), meta)
+        raise BodyFailure("CODE_RUN_FAILED", failure_message(kind, detail, output), meta)
 
 
-def _abandoned(result: ToolResult, lifetime: CancelSignal) -> bool:
-    error = result.error
-    return lifetime.cancelled and error is not None and error.code == "ABORTED_BEFORE_DISPATCH"
+async def _cancel_after(signal: CancelSignal, seconds: float) -> None:
+    await anyio.sleep(seconds)
+    signal.cancel("run_code settled")
+
+
+def _code(result: ToolResult) -> str | None:
+    return result.error.code if result.error is not None else None
+
+
+def _abandoned(result: ToolResult, lifetime: CancelSignal, halt: CancelSignal) -> bool:
+    ended = lifetime.cancelled or halt.cancelled
+    return ended and _code(result) == "ABORTED_BEFORE_DISPATCH"
 
 
 def _reply(result: ToolResult) -> CallReply:
@@ -178,4 +378,29 @@ def _reply(result: ToolResult) -> CallReply:
     return CallReply.success(thaw(result.value))
 
 
-__all__ = ["ProgramRun", "failure_message"]
+def _recorded_reply(recorded: RecordedCall) -> CallReply:
+    if recorded.ok:
+        return CallReply.success(recorded.value)
+    return CallReply.failure(recorded.code, recorded.message)
+
+
+def _record(n: int, call: ToolCall, reply: CallReply, content: JSON) -> RecordedCall:
+    return RecordedCall(
+        n=n,
+        name=call.name,
+        arguments=thaw(dict(call.arguments)),
+        ok=reply.ok,
+        value=reply.value if reply.ok else None,
+        code=reply.code,
+        message=reply.message,
+        content=content,
+    )
+
+
+def _show(name: str, arguments: object) -> str:
+    import json
+
+    text = json.dumps(arguments, sort_keys=True, default=str)
+    if len(text) > 200:
+        text = text[:197] + "..."
+    return f"{name}({text})"

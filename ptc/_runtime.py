@@ -33,6 +33,7 @@ from ._events import (
 )
 from ._layers import MODES, Mode, check_code_options
 from ._scopes import ChangeListener, Scope, ScopeTree
+from ._suspensions import SuspensionStore
 from ._tools import ToolDefinition
 
 __all__ = ("ToolRuntime",)
@@ -45,7 +46,9 @@ class ToolRuntime:
     ``Ask`` decisions; ``profile``, ``limits`` and ``containment`` are the code-mode
     defaults; ``max_parallel_calls`` caps parallel bodies per ``call_many`` batch;
     ``backend`` is the worker backend code mode runs programs with (default: a
-    :class:`worker.SubprocessBackend` with ``containment``, started on first use).
+    :class:`worker.SubprocessBackend` with ``containment``, started on first use);
+    ``suspensions`` keeps runs suspended on a deferred approval (default: in memory; use
+    :class:`ptc.FileSuspensionStore` to resume them after a restart).
     """
 
     def __init__(
@@ -58,6 +61,7 @@ class ToolRuntime:
         containment: Containment | None = None,
         max_parallel_calls: int = 10,
         backend: WorkerBackend | None = None,
+        suspensions: SuspensionStore | None = None,
     ) -> None:
         if default_mode not in MODES:
             raise ConfigurationError(f"default_mode must be one of {MODES}, got {default_mode!r}")
@@ -71,6 +75,8 @@ class ToolRuntime:
             raise UsageError("containment must be ptc.Containment")
         if backend is not None and not isinstance(backend, WorkerBackend):
             raise UsageError("backend must be a worker.WorkerBackend")
+        if suspensions is not None and not isinstance(suspensions, SuspensionStore):
+            raise UsageError("suspensions must be a ptc.SuspensionStore")
         check_code_options(profile, limits)
         self._tree = ScopeTree(
             default_mode=default_mode,
@@ -81,8 +87,12 @@ class ToolRuntime:
             changed=self._changed,
         )
         self._containment = containment if containment is not None else Containment()
+        self._suspensions = suspensions if suspensions is not None else SuspensionStore()
         self._code_mode = CodeMode(
-            default_mode=default_mode, backend=backend, containment=self._containment
+            default_mode=default_mode,
+            backend=backend,
+            containment=self._containment,
+            suspensions=self._suspensions,
         )
         self._tree.code_mode = self._code_mode
         self._task_group: TaskGroup | None = None
@@ -110,6 +120,11 @@ class ToolRuntime:
     @property
     def containment(self) -> Containment:
         return self._containment
+
+    @property
+    def suspensions(self) -> SuspensionStore:
+        """Where suspended runs are kept until they are resumed."""
+        return self._suspensions
 
     @property
     def max_parallel_calls(self) -> int:

@@ -93,29 +93,34 @@ class Scheduler:
 
     async def run(
         self,
-        site: Callable[[], CallSite],
+        site: Callable[[ToolCall], CallSite],
         calls: Sequence[ToolCall],
         *,
         signal: CancelSignal | None = None,
         parent: ExecutionToken | None = None,
         root_call_id: str | None = None,
+        halt: CancelSignal | None = None,
     ) -> list[ToolResult]:
         """Run ``calls``; results in submission order. Calls not started when ``signal``
         fires are ``ABORTED_BEFORE_DISPATCH`` (not emitted); started ones drain.
 
-        ``site()`` is asked as each call is created, so a tool disposed by an earlier call
-        of the batch is already gone for a later one.
+        ``site(call)`` is asked as each call is created, so a tool disposed by an earlier
+        call of the batch is already gone for a later one. ``halt`` stops calls that have
+        not begun pre-execute (``ABORTED_BEFORE_DISPATCH``, not emitted) without touching
+        started ones; a call whose approval is deferred fires it.
         """
         results: list[ToolResult | None] = [None] * len(calls)
         in_flight: list[anyio.Event] = []
         async with anyio.create_task_group() as group:
             for index, spec in enumerate(calls):
                 call_id = spec.call_id or new_call_id()
-                if signal is not None and signal.cancelled:
+                if (signal is not None and signal.cancelled) or (
+                    halt is not None and halt.cancelled
+                ):
                     results[index] = _aborted(call_id, spec.name)
                     continue
                 call = Call.create(
-                    site(),
+                    site(spec),
                     spec.name,
                     spec.arguments,
                     call_id=call_id,
@@ -131,19 +136,21 @@ class Scheduler:
                         await done.wait()
                     in_flight.clear()
                     results[index] = await call.run(
-                        admission=self._exclusive(), prepare_lock=self._prepare_lock
+                        admission=self._exclusive(), prepare_lock=self._prepare_lock, halt=halt
                     )
                 elif len(calls) == 1:
                     # Nothing to overlap with: no task (the hot path of code-mode calls).
                     results[index] = await call.run(
-                        admission=self._shared(signal), prepare_lock=self._prepare_lock
+                        admission=self._shared(signal, halt),
+                        prepare_lock=self._prepare_lock,
+                        halt=halt,
                     )
                 else:
                     done = anyio.Event()
                     in_flight.append(done)
                     # start() returns once the call's pre-execute is over: the next call's
                     # pre-execute begins only then, and a full pool holds the loop here.
-                    await group.start(self._run_parallel, call, results, index, done, signal)
+                    await group.start(self._run_parallel, call, results, index, done, signal, halt)
         return results_in_order(results)
 
     async def _run_parallel(
@@ -153,20 +160,24 @@ class Scheduler:
         index: int,
         done: anyio.Event,
         signal: CancelSignal | None,
+        halt: CancelSignal | None,
         *,
         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         try:
             results[index] = await call.run(
-                admission=self._shared(signal),
+                admission=self._shared(signal, halt),
                 prepare_lock=self._prepare_lock,
                 prepared=task_status.started,
+                halt=halt,
             )
         finally:
             done.set()
 
     @asynccontextmanager
-    async def _shared(self, signal: CancelSignal | None) -> AsyncIterator[None]:
+    async def _shared(
+        self, signal: CancelSignal | None, halt: CancelSignal | None
+    ) -> AsyncIterator[None]:
         await self._slots.acquire()
         try:
             await self._barrier.acquire_shared()
@@ -174,7 +185,7 @@ class Scheduler:
             self._slots.release()
             raise
         try:
-            if signal is not None and signal.cancelled:
+            if (signal is not None and signal.cancelled) or (halt is not None and halt.cancelled):
                 raise Unstarted  # aborted while waiting for a slot: never started
             yield
         finally:

@@ -16,7 +16,7 @@ from typing_extensions import Unpack
 
 from worker import Limits, Profile
 
-from ._decisions import Approver
+from ._decisions import ApprovalAnswer, Approver
 from ._decorator import ToolOptions, tool_decorator
 from ._errors import ClosedError, ConfigurationError, ScopeError, UsageError
 from ._events import (
@@ -73,6 +73,10 @@ class CodeModeHooks(Protocol):
 
     async def prepare(self, scope: Scope) -> None:
         """Wait, off the event loop, until the scope's SDK is built."""
+        ...
+
+    async def resume(self, scope: Scope, token: str, answer: ApprovalAnswer) -> ToolResult:
+        """Run a suspended program again, answering the pending call with ``answer``."""
         ...
 
     @property
@@ -412,7 +416,20 @@ class Scope:
     ) -> list[ToolResult]:
         """Run a batch under the scheduler's rules; results in submission order."""
         scheduler = Scheduler(self._tree.max_parallel_calls)
-        return await scheduler.run(lambda: self._resolved()[1], calls, signal=signal)
+        return await scheduler.run(lambda _: self._resolved()[1], calls, signal=signal)
+
+    async def resume(self, token: str, answer: ApprovalAnswer) -> ToolResult:
+        """Resume a run that was suspended on a deferred approval (``SUSPENDED``).
+
+        The same program runs again in a fresh worker: calls that completed before the
+        pause are answered from the record (their tools and policy do not run again), the
+        pending call continues through the pipeline with ``answer`` (``"allowed-once"``,
+        ``"rejected"`` or ``"cancelled"``) in place of the approver, later calls run live.
+        Returns the ``run_code`` result (the original ``call_id``), which may be
+        ``SUSPENDED`` again. Raises :class:`ptc.SuspensionError` for a token that is
+        unknown, expired, resumed already or from another scope.
+        """
+        return await self._code_mode().resume(self, token, answer)
 
     async def run_code(
         self,

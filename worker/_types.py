@@ -34,6 +34,7 @@ FailureKind: TypeAlias = Literal[
     "protocol",
     "sandbox-unavailable",
     "abort",
+    "replay-diverged",
 ]
 FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
 

@@ -620,6 +620,7 @@ async def test_one_dispatch_log_record_per_nested_call(rt: ptc.ToolRuntime) -> N
         "error_code",
         "content",
         "duration_ms",
+        "replayed",
     }
     assert [(e["sub_call_id"], e["name"], e["is_error"], e["error_code"]) for e in log] == [
         ("o:ptc:1", "add", False, None),

@@ -35,6 +35,7 @@ EXPECTED = [
     "ExecutionToken",
     "FAILURE_KINDS",
     "FailureKind",
+    "FileSuspensionStore",
     "FrozenDict",
     "FrozenList",
     "Guard",
@@ -55,6 +56,8 @@ EXPECTED = [
     "Scope",
     "ScopeError",
     "ScopeRef",
+    "SuspensionError",
+    "SuspensionStore",
     "ToolCall",
     "ToolContext",
     "ToolDefinition",
@@ -95,6 +98,7 @@ def test_every_exception_ptc_raises_on_purpose_derives_from_ptc_error() -> None:
         (ptc.ConfigurationError, ValueError),
         (ptc.UsageError, TypeError),
         (ptc.ClosedError, RuntimeError),
+        (ptc.SuspensionError, ValueError),
     ]:
         assert issubclass(cls, ptc.PtcError) and issubclass(cls, builtin), cls
     assert issubclass(ptc.SchemaError, ptc.DefinitionError)

@@ -200,7 +200,7 @@ async def test_abort_drains_started_calls_and_abandons_unstarted_ones_without_lo
 
 
 def root_site(runtime: ptc.ToolRuntime) -> Any:
-    return lambda: call_site(runtime.root)
+    return lambda _: call_site(runtime.root)
 
 
 def parallel_of(scope: ptc.Scope, name: str, arguments: Any) -> bool:
