@@ -27,6 +27,7 @@ __all__ = (
     "Restriction",
     "ToolView",
     "check_code_options",
+    "mcp_output_schema",
     "model_spec",
     "names_of",
     "visible_tools",
@@ -106,7 +107,8 @@ def check_code_options(profile: object, limits: object) -> None:
 
 
 def model_spec(definition: ToolDefinition, format: ModelFormat) -> dict[str, JSON]:
-    """One tool as a model API wants it: name, description and input schema only."""
+    """One tool as a model API wants it: name, description and input schema; ``mcp`` adds
+    ``title``, ``outputSchema``, ``annotations`` and ``_meta`` when the definition has them."""
     name, description = definition.name, definition.description
     schema: dict[str, JSON] = dict(definition.input_schema)
     if format in ("raw", "anthropic"):
@@ -115,5 +117,43 @@ def model_spec(definition: ToolDefinition, format: ModelFormat) -> dict[str, JSO
         fn: dict[str, JSON] = {"name": name, "description": description, "parameters": schema}
         return {"type": "function", "function": fn}
     if format == "mcp":
-        return {"name": name, "description": description, "inputSchema": schema}
+        return _mcp_spec(definition, schema)
     raise ConfigurationError(f"format must be raw, openai, anthropic or mcp, got {format!r}")
+
+
+def _mcp_spec(definition: ToolDefinition, input_schema: dict[str, JSON]) -> dict[str, JSON]:
+    spec: dict[str, JSON] = {"name": definition.name}
+    if definition.title is not None:
+        spec["title"] = definition.title
+    spec["description"] = definition.description
+    spec["inputSchema"] = input_schema
+    output = mcp_output_schema(definition.output.schema)
+    if output is not None:
+        spec["outputSchema"] = output
+    if definition.annotations:
+        spec["annotations"] = dict(definition.annotations)
+    if definition.meta:
+        spec["_meta"] = dict(definition.meta)
+    return spec
+
+
+# Keys that belong to a schema document's root, not to the value it describes: a wrapped
+# schema keeps them at the root so that `#/$defs/...` references still resolve.
+_ROOT_KEYWORDS = ("$schema", "$id", "$defs", "definitions")
+
+
+def mcp_output_schema(schema: Mapping[str, JSON]) -> dict[str, JSON] | None:
+    """A tool's output schema as MCP's ``outputSchema`` (which must describe an object).
+
+    ``None`` for a schema that says nothing (``{}``: any JSON); an object schema as is;
+    anything else wrapped as ``{"type": "object", "properties": {"result": <schema>},
+    "required": ["result"]}`` (its value is then sent as ``{"result": value}``).
+    """
+    if not schema:
+        return None
+    if schema.get("type") == "object":
+        return dict(schema)
+    inner = {k: v for k, v in schema.items() if k not in _ROOT_KEYWORDS}
+    wrapped: dict[str, JSON] = {k: schema[k] for k in _ROOT_KEYWORDS if k in schema}
+    wrapped.update(type="object", properties={"result": inner}, required=["result"])
+    return wrapped
