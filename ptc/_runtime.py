@@ -32,6 +32,7 @@ from ._events import (
     logger,
 )
 from ._layers import MODES, Mode, check_code_options
+from ._lifetime import CloseHook, Lifetime
 from ._scopes import ChangeListener, Scope, ScopeTree
 from ._tools import ToolDefinition
 
@@ -72,6 +73,7 @@ class ToolRuntime:
         if backend is not None and not isinstance(backend, WorkerBackend):
             raise UsageError("backend must be a worker.WorkerBackend")
         check_code_options(profile, limits)
+        self._lifetime = Lifetime()
         self._tree = ScopeTree(
             default_mode=default_mode,
             approver=approver,
@@ -79,6 +81,7 @@ class ToolRuntime:
             limits=limits if limits is not None else Limits(),
             max_parallel_calls=max_parallel_calls,
             changed=self._changed,
+            lifetime=self._lifetime,
         )
         self._containment = containment if containment is not None else Containment()
         self._code_mode = CodeMode(
@@ -118,6 +121,16 @@ class ToolRuntime:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def lifetime(self) -> Lifetime:
+        """Background tasks and close hooks that live as long as the runtime."""
+        return self._lifetime
+
+    def on_close(self, hook: CloseHook) -> Disposer:
+        """Run ``hook`` (sync or async, no arguments) when the runtime closes, after code
+        mode has stopped and before the runtime's task group ends; last registered first."""
+        return self._lifetime.on_close(hook)
 
     # -- scopes and registration (delegating to root) -----------------------------------
 
@@ -245,6 +258,7 @@ class ToolRuntime:
         group = anyio.create_task_group()
         await group.__aenter__()
         self._task_group = group
+        self._lifetime.attach(group)
         return self
 
     async def __aexit__(
@@ -256,13 +270,18 @@ class ToolRuntime:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close code mode (workers, pools) and wait for pending change listeners. Idempotent."""
+        """Close code mode (workers, pools), run the close hooks (``on_close``), then wait
+        for background tasks and pending change listeners. Idempotent."""
         if self._closed:
             return
         self._closed = True
         try:
-            await self._code_mode.aclose()
+            try:
+                await self._code_mode.aclose()
+            finally:
+                await self._lifetime.aclose()
         finally:
+            self._lifetime.detach()
             group, self._task_group = self._task_group, None
             if group is not None:
                 await group.__aexit__(None, None, None)
