@@ -1,4 +1,5 @@
-"""``python -m ptc`` / ``ptc``: the demo, the benchmark suites and the call-tree viewer."""
+"""``python -m ptc`` / ``ptc``: run a program, serve over MCP, the demo, the benchmark suites and
+the call-tree viewer."""
 
 from __future__ import annotations
 
@@ -6,10 +7,15 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from . import _cli_run, _cli_serve
+from ._cli_common import Parser
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ptc", description=__doc__)
+    parser = Parser(prog="ptc", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    _cli_run.add_parser(sub)
+    _cli_serve.add_parser(sub)
 
     demo = sub.add_parser("demo", help="the example scope in native and code mode (make demo)")
     demo.add_argument("--full", action="store_true", help="more repetitions (slower)")
@@ -22,6 +28,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     tree.add_argument("log")
 
     args = parser.parse_args(argv)
+    if args.command == "run":
+        return _cli_run.main(args)
+    if args.command == "serve":
+        return _cli_serve.main(args)
     if args.command == "tree":
         return _tree(args.log)
     if args.command == "demo":
