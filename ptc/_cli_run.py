@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -59,10 +60,11 @@ def main(args: argparse.Namespace) -> int:
     except CliError as exc:
         print(f"ptc run: {exc}", file=sys.stderr)
         return 2
-    if args.json:
-        print(json.dumps(result_json(result), indent=2, ensure_ascii=False))
-    else:
-        print(_report(result))
+    text = json.dumps(result_json(result), indent=2, ensure_ascii=False) if args.json else None
+    try:
+        print(text if text is not None else _report(result), flush=True)
+    except BrokenPipeError:  # `ptc run ... | head`: the reader left, which is fine
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 1 if result.is_error else 0
 
 

@@ -98,10 +98,13 @@ async def _serve(
         for server in servers:
             try:
                 await ptc_mcp.mount(scope, server)
-            except (ptc_mcp.MountError, ValueError) as exc:
+            except ptc_mcp.MountError as exc:  # its message names the server
+                raise CliError(str(exc)) from exc
+            except ValueError as exc:
                 raise CliError(f"cannot mount {server.label!r}: {exc}") from exc
-        count = len(scope.view().visible)
-        what = f"{count} tool{'s' * (count != 1)} ({mode} mode)"
+        listed = len(scope.model_tools())
+        natives = len(scope.view().visible) - (mode != "native")
+        what = f"{natives} tools in {mode} mode ({listed} listed)"
         if endpoint is None:
             _say(f"serving {what} over stdio")
             await ptc_mcp.serve(scope)
