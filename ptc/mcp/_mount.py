@@ -327,20 +327,23 @@ class Mount:
         seen: set[str] = set()
         for tool in tools:
             name = self._prefix + tool.name
-            problem = None
             if tool.name in seen:
-                problem = f"the server lists {tool.name!r} more than once"
-            elif name == "run_code" or (name in visible and name not in self._registered):
-                problem = (
+                # The server's fault, not the host's: it follows on_bad_schema.
+                duplicate = f"the server lists {tool.name!r} more than once"
+                if strict and policy == "raise":
+                    raise ptc.ScopeError(f"MCP server {self._server.label!r}: {duplicate}")
+                skipped[f"{tool.name} (again)"] = duplicate
+                continue
+            seen.add(tool.name)
+            if name == "run_code" or (name in visible and name not in self._registered):
+                clash = (
                     f"cannot mount MCP tool {tool.name!r} of {self._server.label!r} as {name!r}:"
                     f" {self._scope!r} already has a tool {name!r}"
                     f" ({_what(visible.get(name))}); mount with another prefix="
                 )
-            seen.add(tool.name)
-            if problem is not None:
-                if strict:
-                    raise ptc.ScopeError(problem)
-                skipped[tool.name] = problem
+                if strict:  # the host's choice of names: always an error at mount time
+                    raise ptc.ScopeError(clash)
+                skipped[tool.name] = clash
                 continue
             built = build_definition(
                 tool,

@@ -148,9 +148,10 @@ async def test_bad_schemas_follow_the_policy(runtime: ptc.ToolRuntime, tmp_path:
         with pytest.raises(ptc.SchemaError, match="legacy"):
             await ptc_mcp.mount(runtime.scope("lenient"), server, on_bad_schema="lenient")
     else:
-        lenient = await ptc_mcp.mount(runtime.scope("lenient"), server, on_bad_schema="lenient")
+        scope = runtime.scope("lenient")
+        lenient = await ptc_mcp.mount(scope, server, on_bad_schema="lenient")
         assert lenient.notes["legacy"] == tuple(f"inputSchema: {n}" for n in notes)
-        assert runtime.scope("lenient").view().visible["legacy"].input_schema == rewritten
+        assert scope.view().visible["legacy"].input_schema == rewritten
 
 
 async def test_list_changed_re_registers_with_one_tools_change(
@@ -285,3 +286,30 @@ async def test_mounting_needs_an_entered_runtime(tmp_path: Path) -> None:
         await ptc_mcp.mount(runtime.root, toy(tmp_path))
     with pytest.raises(ptc.ConfigurationError):
         await ptc_mcp.mount(runtime.root, toy(tmp_path), on_bad_schema="ignore")  # type: ignore[arg-type]
+
+
+async def test_a_server_listing_a_name_twice_or_a_name_ptc_refuses(
+    runtime: ptc.ToolRuntime, tmp_path: Path
+) -> None:
+    server = toy(tmp_path, "--hostile")
+    strict = runtime.scope("strict")
+    with pytest.raises(ValueError, match="lists 'echo' more than once"):
+        await ptc_mcp.mount(strict, server)
+    assert strict.view().visible == {}
+
+
+async def test_garbage_and_malformed_results_stay_tool_errors(
+    runtime: ptc.ToolRuntime, tmp_path: Path
+) -> None:
+    server = toy(tmp_path, "--hostile")
+    agent = runtime.scope("agent")
+    mounted = await ptc_mcp.mount(agent, server, prefix="h_", on_bad_schema="skip")
+    assert set(mounted.skipped) == {"echo (again)", "has space"}
+    assert "must match" in mounted.skipped["has space"]
+    assert mounted.names == tuple(f"h_{n}" for n in TOY_NAMES)
+    echo = await agent.call("h_echo", {"text": "hi"})  # garbage line first, then the answer
+    assert echo.value == "hi"
+    add = await agent.call("h_add", {"a": 1, "b": 2})
+    assert code(add) == "TOOL_ERROR" and "invalid result" in add.error.message  # type: ignore[union-attr]
+    assert mounted.connected
+    assert (await agent.call("h_picture", {})).value == "a red dot"

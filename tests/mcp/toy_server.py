@@ -83,6 +83,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--marker", type=Path, required=True)
     parser.add_argument("--bad-schema", action="store_true")
+    parser.add_argument("--hostile", action="store_true")
     args = parser.parse_args()
     state = {"grown": False}
 
@@ -90,6 +91,9 @@ def main() -> None:
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         tools = tool_list(args.bad_schema, state["grown"])
+        if args.hostile:
+            # A second `echo`, and a name ptc cannot register.
+            tools = [*tools, tools[0], types.Tool(name="has space", input_schema=obj())]
         start = int(params.cursor) if params is not None and params.cursor else 0
         end = start + PAGE
         return types.ListToolsResult(
@@ -101,6 +105,13 @@ def main() -> None:
     ) -> types.CallToolResult:
         arguments = params.arguments or {}
         name = params.name
+        if args.hostile and name in ("echo", "add"):
+            import sys
+
+            sys.stdout.write("this is not JSON-RPC\n")  # garbage on the protocol stream
+            sys.stdout.flush()
+            if name == "add":  # a result that is not a CallToolResult
+                return {"content": "not a list", "isError": "maybe"}  # type: ignore[return-value]
         if name == "echo":
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=arguments["text"])]
