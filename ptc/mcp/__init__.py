@@ -18,16 +18,16 @@ Importing ``ptc`` never imports this module.
 """
 
 from ._convert import BadSchemaPolicy as BadSchemaPolicy
-from ._mount import HttpServer as HttpServer
 from ._mount import Mount as Mount
-from ._mount import MountError as MountError
-from ._mount import StdioServer as StdioServer
-from ._mount import http as http
 from ._mount import mount as mount
-from ._mount import stdio as stdio
 from ._serve import Transport as Transport
 from ._serve import serve as serve
 from ._serve import server as server
+from ._servers import HttpServer as HttpServer
+from ._servers import MountError as MountError
+from ._servers import StdioServer as StdioServer
+from ._servers import http as http
+from ._servers import stdio as stdio
 
 __all__ = (
     "BadSchemaPolicy",
