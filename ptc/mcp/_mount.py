@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import re
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from typing import Any
@@ -37,6 +39,7 @@ from ._servers import HttpServer, MountError, StdioServer, transport
 __all__ = ("Mount", "mount")
 
 _MAX_PAGES = 1000
+_PREFIX = re.compile(r"[A-Za-z0-9_.-]*")
 logger = logging.getLogger("ptc.mcp")
 
 
@@ -66,8 +69,18 @@ async def mount(
         raise ptc.ConfigurationError(
             f"on_bad_schema must be one of {BAD_SCHEMA_POLICIES}, got {on_bad_schema!r}"
         )
-    if not isinstance(prefix, str):
-        raise ptc.UsageError("prefix must be a string")
+    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
+        raise ptc.UsageError(f"prefix must be a string of [A-Za-z0-9_.-], got {prefix!r}")
+    for label, value in (
+        ("timeout_seconds", timeout_seconds),
+        ("connect_timeout_seconds", connect_timeout_seconds),
+    ):
+        if value is None and label == "timeout_seconds":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ptc.UsageError(f"{label} must be a number")
+        if not (math.isfinite(value) and value > 0):
+            raise ptc.ConfigurationError(f"{label} must be positive and finite, got {value!r}")
     mounted = Mount(scope, server, prefix, timeout_seconds, on_bad_schema)
     await mounted.connect(connect_timeout_seconds)
     return mounted

@@ -284,8 +284,16 @@ async def test_mounting_needs_an_entered_runtime(tmp_path: Path) -> None:
     runtime = ptc.ToolRuntime()
     with pytest.raises(ptc.ClosedError, match="async with"):
         await ptc_mcp.mount(runtime.root, toy(tmp_path))
-    with pytest.raises(ptc.ConfigurationError):
-        await ptc_mcp.mount(runtime.root, toy(tmp_path), on_bad_schema="ignore")  # type: ignore[arg-type]
+    bad: list[tuple[dict[str, Any], type[Exception]]] = [
+        ({"on_bad_schema": "ignore"}, ptc.ConfigurationError),
+        ({"prefix": "my tools "}, ptc.UsageError),
+        ({"timeout_seconds": 0}, ptc.ConfigurationError),
+        ({"timeout_seconds": "5"}, ptc.UsageError),
+        ({"connect_timeout_seconds": float("inf")}, ptc.ConfigurationError),
+    ]
+    for options, error in bad:  # refused before any server is started
+        with pytest.raises(error):
+            await ptc_mcp.mount(runtime.root, toy(tmp_path), **options)
 
 
 async def test_a_server_listing_a_name_twice_or_a_name_ptc_refuses(
