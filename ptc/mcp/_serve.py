@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -39,6 +40,10 @@ logger = logging.getLogger("ptc.mcp")
 
 Transport = Literal["stdio", "streamable-http"]
 TRANSPORTS: tuple[Transport, ...] = ("stdio", "streamable-http")
+# The SDK tells a server neither when a handshake-era connection ends nor (always) fails a
+# notification to one that has: remember the most recent ones only, so a long-running HTTP
+# server does not keep every client it ever had.
+_MAX_SESSIONS = 1024
 
 
 @dataclass(eq=False)
@@ -47,7 +52,7 @@ class _Running:
     handshake-era sessions to tell about tool changes, the signals of calls in flight."""
 
     group: TaskGroup
-    sessions: list[ServerSession] = field(default_factory=list)
+    sessions: deque[ServerSession] = field(default_factory=lambda: deque(maxlen=_MAX_SESSIONS))
     signals: set[ptc.CancelSignal] = field(default_factory=set)
     announcing: bool = False
 
@@ -186,15 +191,21 @@ async def serve(
         sock.bind((host, port))
         sock.listen(128)
         bound_port = sock.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        # A bounded graceful shutdown: open streams (a client's SSE GET) are closed after it.
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3
+        )
         runner = uvicorn.Server(config)
         stopped = anyio.Event()
 
         async def run() -> None:
-            try:
-                await runner.serve([sock])
-            finally:
-                stopped.set()
+            # Shielded: a cancelled serve() asks uvicorn to stop (below) instead of
+            # cancelling it mid-request, so sessions close and the lifespan ends in order.
+            with anyio.CancelScope(shield=True):
+                try:
+                    await runner.serve([sock])
+                finally:
+                    stopped.set()
 
         async with anyio.create_task_group() as group:
             group.start_soon(run)
@@ -207,10 +218,7 @@ async def serve(
                     ready(f"http://{shown}:{bound_port}/mcp")
                 await stopped.wait()
             except anyio.get_cancelled_exc_class():
-                # Let uvicorn shut down in order (close sessions, run the lifespan's end).
                 runner.should_exit = True
-                with anyio.move_on_after(5, shield=True):
-                    await stopped.wait()
                 raise
     finally:
         sock.close()
