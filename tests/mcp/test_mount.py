@@ -222,6 +222,7 @@ async def test_a_server_killed_mid_call_is_tool_unavailable(
     assert "echo" not in runtime.root.view().visible
 
 
+@pytest.mark.slow
 async def test_aclose_and_runtime_close_disconnect(tmp_path: Path) -> None:
     def pid_of(directory: Path) -> int:
         return int(marker_text(directory / "slow").split()[1])
@@ -264,6 +265,7 @@ async def test_a_server_that_cannot_start_is_a_mount_error(
     assert runtime.root.view().visible == {}
 
 
+@pytest.mark.slow  # the SDK gives a silent server 2 s to exit before it kills it
 async def test_a_server_that_never_answers_is_a_mount_error_in_time(
     runtime: ptc.ToolRuntime,
 ) -> None:
