@@ -150,6 +150,7 @@ class Mount:
 
     @property
     def connected(self) -> bool:
+        """False once the connection is known to be gone (closed, or a call found it dead)."""
         return self._session is not None and self._lost is None
 
     # -- lifetime -------------------------------------------------------------------------
@@ -247,7 +248,12 @@ class Mount:
                 continue
             if self._closed or self._scope.closed:
                 return
-            self._install(tools, strict=False)
+            try:
+                self._install(tools, strict=False)
+            except Exception:  # keep the connection and the tools registered so far
+                logger.exception(
+                    "MCP server %r: re-registering its tools failed", self._server.label
+                )
 
     # -- registration -----------------------------------------------------------------------
 
@@ -283,14 +289,20 @@ class Mount:
                     raise ptc.ScopeError(clash)
                 skipped[tool.name] = clash
                 continue
-            built = build_definition(
-                tool,
-                name=name,
-                execute=self._body(tool.name, structured=tool.output_schema is not None),
-                structured=tool.output_schema is not None,
-                timeout_seconds=self._timeout,
-                on_bad_schema=policy,
-            )
+            try:
+                built = build_definition(
+                    tool,
+                    name=name,
+                    execute=self._body(tool.name, structured=tool.output_schema is not None),
+                    structured=tool.output_schema is not None,
+                    timeout_seconds=self._timeout,
+                    on_bad_schema=policy,
+                )
+            except ValueError as exc:  # "lenient" was not enough
+                if strict:
+                    raise
+                skipped[tool.name] = str(exc)
+                continue
             if built.definition is None:
                 skipped[tool.name] = built.problem or "not accepted"
                 continue
