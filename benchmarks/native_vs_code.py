@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +25,7 @@ from ptc.examples import build_runtime
 
 from . import _model, _stats
 from ._episodes import Episode, run_code, run_native, runtime_kwargs, spec_bytes
+from ._mcp_tasks import MCP_TASK_NAMES, build_repo, git_tasks, mcp_runtime
 from ._tasks import TASKS, Task
 
 RESULT_NAME = "native_vs_code"
@@ -46,40 +48,69 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _selected(names: str) -> tuple[Task, ...]:
+def _selected(names: str) -> tuple[tuple[Task, ...], tuple[str, ...]]:
+    """The example-tool tasks and the names of the MCP tasks to run."""
     if not names:
-        return TASKS
+        return TASKS, MCP_TASK_NAMES
     wanted = [n.strip() for n in names.split(",") if n.strip()]
     known = {t.name: t for t in TASKS}
-    unknown = [n for n in wanted if n not in known]
+    unknown = [n for n in wanted if n not in known and n not in MCP_TASK_NAMES]
     if unknown:
-        raise SystemExit(f"unknown task(s) {unknown}; known: {', '.join(known)}")
-    return tuple(known[n] for n in wanted)
+        raise SystemExit(f"unknown task(s) {unknown}; known: "
+                         f"{', '.join([*known, *MCP_TASK_NAMES])}")
+    return tuple(known[n] for n in wanted if n in known), tuple(
+        n for n in wanted if n in MCP_TASK_NAMES)
 
 
-async def measure(tasks: Sequence[Task], *, reps: int, relaxed: bool) -> dict[str, Any]:
-    """Run every task ``reps`` times per mode; returns rows (first episode + median wall)."""
+class _Progress:
+    def __init__(self, total: int) -> None:
+        self.total, self.step, self.run = total, 0, 0
+
+
+def _scopes(runtime: Any) -> tuple[Any, Any]:
+    native, code = runtime.scope("bench-native"), runtime.scope("bench-code")
+    native.present_as("native")
+    code.present_as("code")
+    return native, code
+
+
+async def _run_tasks(native: Any, code: Any, tasks: Sequence[Task], reps: int,
+                     progress: _Progress, rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Every task ``reps`` times per mode; returns the specs' bytes."""
+    specs = {"native": spec_bytes(native), "code": spec_bytes(code)}
+    for task in tasks:
+        for mode, runner, scope in (("native", run_native, native), ("code", run_code, code)):
+            episodes: list[Episode] = []
+            for _ in range(reps):
+                progress.step += 1
+                progress.run += 1
+                episode = await runner(scope, task, progress.run, specs[mode])
+                _stats.progress(f"{progress.step}/{progress.total} {task.name} [{mode}] "
+                                f"{episode.wall_ms:.1f} ms, answer "
+                                f"{'ok' if episode.correct else 'WRONG'}")
+                episodes.append(episode)
+            rows.append(_row(task, episodes))
+    return specs
+
+
+async def measure(tasks: Sequence[Task], *, reps: int, relaxed: bool,
+                  mcp_tasks: Sequence[str] = ()) -> dict[str, Any]:
+    """Run every task ``reps`` times per mode; returns rows (first episode + median wall).
+
+    ``mcp_tasks`` run over a real MCP server (``mcp-server-git``) mounted with ``ptc.mcp``.
+    """
+    rows: list[dict[str, Any]] = []
+    progress = _Progress((len(tasks) + len(mcp_tasks)) * 2 * reps)
     async with build_runtime(**runtime_kwargs(relaxed)) as runtime:
-        native, code = runtime.scope("bench-native"), runtime.scope("bench-code")
-        native.present_as("native")
-        code.present_as("code")
-        specs = {"native": spec_bytes(native), "code": spec_bytes(code)}
+        native, code = _scopes(runtime)
         baseline = [await _timed_constant(code) for _ in range(max(3, reps))]
-        rows: list[dict[str, Any]] = []
-        total, step = len(tasks) * 2 * reps, 0
-        run = 0
-        for task in tasks:
-            for mode, runner, scope in (("native", run_native, native), ("code", run_code, code)):
-                episodes: list[Episode] = []
-                for _ in range(reps):
-                    step += 1
-                    run += 1
-                    episode = await runner(scope, task, run, specs[mode])
-                    _stats.progress(f"{step}/{total} {task.name} [{mode}] "
-                                    f"{episode.wall_ms:.1f} ms, answer "
-                                    f"{'ok' if episode.correct else 'WRONG'}")
-                    episodes.append(episode)
-                rows.append(_row(task, episodes))
+        specs = await _run_tasks(native, code, tasks, reps, progress, rows)
+    if mcp_tasks:
+        with tempfile.TemporaryDirectory(prefix="ptc-bench-") as tmp:
+            repo = build_repo(Path(tmp) / "repo")
+            selected = [t for t in git_tasks(repo) if t.name in mcp_tasks]
+            async with mcp_runtime(repo, **runtime_kwargs(relaxed)) as runtime:
+                await _run_tasks(*_scopes(runtime), selected, reps, progress, rows)
     return {"specs_bytes": specs, "run_code_constant_ms": statistics.median(baseline),
             "rows": rows}
 
@@ -166,13 +197,15 @@ def write_chart(result: dict[str, Any], latency_ms: float, path: Path) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    tasks = _selected(args.tasks)
+    tasks, mcp_tasks = _selected(args.tasks)
     if args.model:
         return _model.main_with_model(args, tasks)
     reps = 1 if args.quick else max(1, args.reps)
     latencies = [float(x) for x in args.latency_ms.split(",") if x.strip()]
-    _stats.progress(f"native vs code: {len(tasks)} tasks x 2 modes x {reps} rep(s)")
-    result = anyio.run(lambda: measure(tasks, reps=reps, relaxed=args.relaxed_containment))
+    count = len(tasks) + len(mcp_tasks)
+    _stats.progress(f"native vs code: {count} tasks x 2 modes x {reps} rep(s)")
+    result = anyio.run(lambda: measure(tasks, reps=reps, relaxed=args.relaxed_containment,
+                                       mcp_tasks=mcp_tasks))
     wrong = [f"{r['task']} [{r['mode']}]" for r in result["rows"] if not r["correct"]]
     markdown = "# Native vs code mode (scripted model)\n\n" + render_markdown(result, latencies)
     payload = {"machine": _stats.machine_facts(), "reps": reps, "latencies_ms": latencies,

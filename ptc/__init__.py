@@ -10,6 +10,8 @@ from worker import FailureKind as FailureKind
 from worker import Limits as Limits
 from worker import Profile as Profile
 
+from ._body import ToolReturn as ToolReturn
+from ._body import ToolUnavailable as ToolUnavailable
 from ._decisions import Accept as Accept
 from ._decisions import Allow as Allow
 from ._decisions import ApprovalAnswer as ApprovalAnswer
@@ -48,6 +50,9 @@ from ._json import JSONLike as JSONLike
 from ._layers import Mode as Mode
 from ._layers import ModelFormat as ModelFormat
 from ._layers import ToolView as ToolView
+from ._lenient import lenient_schema as lenient_schema
+from ._lifetime import CloseHook as CloseHook
+from ._lifetime import Lifetime as Lifetime
 from ._policy import Guard as Guard
 from ._results import ERROR_CODES as ERROR_CODES
 from ._results import ContentBlock as ContentBlock
@@ -84,6 +89,7 @@ __all__ = (
     "Cancel",
     "CancelSignal",
     "ChangeListener",
+    "CloseHook",
     "ClosedError",
     "ConfigurationError",
     "Containment",
@@ -104,6 +110,7 @@ __all__ = (
     "FrozenDict",
     "FrozenList",
     "Guard",
+    "Lifetime",
     "Limits",
     "Mode",
     "ModelFormat",
@@ -128,9 +135,12 @@ __all__ = (
     "ToolExecution",
     "ToolOptions",
     "ToolResult",
+    "ToolReturn",
     "ToolRuntime",
+    "ToolUnavailable",
     "ToolView",
     "UsageError",
     "define_tool",
+    "lenient_schema",
     "tool",
 )

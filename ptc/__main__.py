@@ -1,23 +1,33 @@
-"""``python -m ptc`` / ``ptc``: the call-tree viewer (``ptc tree LOG``).
+"""``python -m ptc`` / ``ptc``: run a program, serve over MCP and view a call tree.
 
-The demo and the benchmark suites live in the source checkout: ``python -m benchmarks``.
+``ptc run`` runs a model-written program under containment, ``ptc serve`` serves a scope
+over MCP, ``ptc tree`` prints an ``EventLog``. The demo and the benchmark suites live in the
+source checkout: ``python -m benchmarks``.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 
+from . import _cli_run, _cli_serve
+from ._cli_common import Parser
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ptc", description=__doc__.split("\n")[0])
+    parser = Parser(prog="ptc", description=__doc__.split("\n")[0] if __doc__ else None)
     sub = parser.add_subparsers(dest="command", required=True)
+    _cli_run.add_parser(sub)
+    _cli_serve.add_parser(sub)
 
     tree = sub.add_parser("tree", help="print the call tree of an EventLog JSONL file")
     tree.add_argument("log")
 
     args = parser.parse_args(argv)
+    if args.command == "run":
+        return _cli_run.main(args)
+    if args.command == "serve":
+        return _cli_serve.main(args)
     return _tree(args.log)
 
 

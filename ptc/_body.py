@@ -3,12 +3,16 @@
 Steps 5 (the innermost part: the built-in timeout and the caller's signal re-fused) and 6
 (body -> canonical value -> lossless copy -> output schema -> freeze -> render) of the
 pipeline, for one attempt.
+
+A body normally returns its canonical value and ``render`` makes the content. It may instead
+return :class:`ToolReturn` to give its model-visible content itself (an MCP server's images,
+say), or raise :class:`ToolUnavailable` when the service behind it cannot be reached.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -17,13 +21,15 @@ import anyio.to_thread
 
 from ._errors import NotJSONError
 from ._json import EMPTY, FrozenDict, JSONLike, freeze, freeze_object
-from ._results import ErrorCode, ToolResult, error_result, freeze_content
+from ._results import ContentBlock, ErrorCode, ToolResult, error_result, freeze_content
 from ._signals import CancelSignal, fuse, on_cancel
 from ._tools import ToolContext, ToolDefinition, ToolExecution
 
 __all__ = (
     "BodyFailure",
     "BodyResult",
+    "ToolReturn",
+    "ToolUnavailable",
     "apply_finalize_content",
     "attempt",
     "check_output",
@@ -37,6 +43,24 @@ class BodyResult:
 
     value: JSONLike
     meta: Mapping[str, JSONLike]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolReturn:
+    """What a tool body returns to give its model-visible content itself.
+
+    ``value`` is the canonical value (checked against the output schema and frozen as
+    usual; code-mode programs receive it); ``content`` is what the model sees instead of
+    ``render(value)``. Post-execute listeners and ``finalize_content`` still apply.
+    """
+
+    value: object
+    content: Sequence[ContentBlock]
+
+
+class ToolUnavailable(Exception):  # noqa: N818 - a tagged outcome, named for what it carries
+    """Raised by a tool body when the service behind the tool cannot be reached (a closed
+    or unreachable server): the call ends as ``TOOL_UNAVAILABLE`` with this message."""
 
 
 class BodyFailure(Exception):  # noqa: N818 - a tagged outcome, named for what it carries
@@ -102,6 +126,9 @@ async def _run_body(definition: ToolDefinition, execution: ToolExecution) -> Too
         return error_result(
             execution.call_id, definition.name, failure.code, failure.message, failure.meta
         )
+    except ToolUnavailable as exc:
+        message = str(exc) or f"the service behind `{definition.name}` cannot be reached"
+        return error_result(execution.call_id, definition.name, "TOOL_UNAVAILABLE", message)
     except Exception as exc:
         return error_result(
             execution.call_id, definition.name, "TOOL_ERROR", str(exc) or type(exc).__name__
@@ -110,6 +137,10 @@ async def _run_body(definition: ToolDefinition, execution: ToolExecution) -> Too
     call_id = execution.call_id
     if isinstance(value, BodyResult):
         return check_output(definition, call_id, value.value, value.meta, presentation=presentation)
+    if isinstance(value, ToolReturn):
+        return check_output(
+            definition, call_id, value.value, None, presentation=presentation, content=value.content
+        )
     return check_output(definition, call_id, value, None, presentation=presentation)
 
 
@@ -131,10 +162,12 @@ def check_output(
     meta: Mapping[str, JSONLike] | None,
     *,
     presentation: bool,
+    content: Sequence[ContentBlock] | None = None,
 ) -> ToolResult:
     """Lossless copy -> output schema -> freeze -> render: a success or an error result.
 
-    ``presentation``: attach the tool's presentation metadata (direct calls only).
+    ``presentation``: attach the tool's presentation metadata (direct calls only);
+    ``content``: the body's own content (:class:`ToolReturn`), used instead of ``render``.
     """
     name = definition.name
     try:
@@ -149,16 +182,23 @@ def check_output(
             "INVALID_OUTPUT",
             f"`{name}` returned a value that fails its output schema: " + "; ".join(problems),
         )
-    try:
-        content = freeze_content(definition.output.render(frozen))
-    except Exception as exc:
-        return error_result(call_id, name, "TOOL_ERROR", f"render of `{name}` failed: {exc!r}")
+    if content is not None:
+        try:
+            shown = freeze_content(content)
+        except (TypeError, NotJSONError) as exc:
+            message = f"`{name}` returned bad content: {exc}"
+            return error_result(call_id, name, "TOOL_ERROR", message)
+    else:
+        try:
+            shown = freeze_content(definition.output.render(frozen))
+        except Exception as exc:
+            return error_result(call_id, name, "TOOL_ERROR", f"render of `{name}` failed: {exc!r}")
     try:
         frozen_meta = _result_meta(definition, meta, presentation=presentation)
     except NotJSONError as exc:
         return error_result(call_id, name, "TOOL_ERROR", f"`{name}` returned non-JSON meta: {exc}")
     return ToolResult(
-        call_id=call_id, name=name, is_error=False, content=content, value=frozen, meta=frozen_meta
+        call_id=call_id, name=name, is_error=False, content=shown, value=frozen, meta=frozen_meta
     )
 
 

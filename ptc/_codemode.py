@@ -152,6 +152,9 @@ class CodeMode:
                 output=Output(RUN_CODE_OUTPUT_SCHEMA, render_run_code),
                 execute=execute,
                 concurrency_safe=False,
+                # No annotations: a program may call any visible tool, so MCP's
+                # conservative defaults (not read-only, may be destructive) are the truth.
+                title="Run code",
             ),
             cooperative_cancel=True,
         )

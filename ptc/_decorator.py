@@ -36,7 +36,16 @@ class ToolOptions(TypedDict, total=False):
 
 
 @overload
-def tool(fn: Callable[..., Any], /) -> ToolDefinition: ...
+def tool(
+    fn: Callable[..., Any],
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    concurrency_safe: bool | Classifier | None = None,
+    timeout_seconds: float | None = None,
+    render: Render | None = None,
+) -> ToolDefinition: ...
 
 
 @overload

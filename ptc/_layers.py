@@ -13,7 +13,7 @@ from typing import Literal, TypeAlias, get_args
 from worker import Limits, Profile
 
 from ._errors import ConfigurationError, UsageError
-from ._json import JSON, thaw
+from ._json import JSON, JSONLike, thaw
 from ._policy import Guard
 from ._tools import ToolDefinition
 
@@ -27,6 +27,7 @@ __all__ = (
     "Restriction",
     "ToolView",
     "check_code_options",
+    "mcp_output_schema",
     "model_spec",
     "names_of",
     "visible_tools",
@@ -106,14 +107,61 @@ def check_code_options(profile: object, limits: object) -> None:
 
 
 def model_spec(definition: ToolDefinition, format: ModelFormat) -> dict[str, JSON]:
-    """One tool as a model API wants it: name, description and input schema only."""
+    """One tool as a model API wants it: name, description and input schema; ``mcp`` adds
+    ``title``, ``outputSchema``, ``annotations`` and ``_meta`` when the definition has them."""
     name, description = definition.name, definition.description
-    schema = thaw(definition.input_schema)
+    schema = _object(definition.input_schema)
     if format in ("raw", "anthropic"):
         return {"name": name, "description": description, "input_schema": schema}
     if format == "openai":
         fn: dict[str, JSON] = {"name": name, "description": description, "parameters": schema}
         return {"type": "function", "function": fn}
     if format == "mcp":
-        return {"name": name, "description": description, "inputSchema": schema}
+        return _mcp_spec(definition, schema)
     raise ConfigurationError(f"format must be raw, openai, anthropic or mcp, got {format!r}")
+
+
+def _object(mapping: Mapping[str, JSONLike]) -> dict[str, JSON]:
+    """A plain, independent copy of a JSON object (a schema)."""
+    copy = thaw(mapping)
+    assert isinstance(copy, dict)
+    return copy
+
+
+def _mcp_spec(definition: ToolDefinition, input_schema: dict[str, JSON]) -> dict[str, JSON]:
+    spec: dict[str, JSON] = {"name": definition.name}
+    if definition.title is not None:
+        spec["title"] = definition.title
+    spec["description"] = definition.description
+    spec["inputSchema"] = input_schema
+    output = mcp_output_schema(definition.output.schema)
+    if output is not None:
+        spec["outputSchema"] = output
+    if definition.annotations:
+        spec["annotations"] = dict(definition.annotations)
+    if definition.meta:
+        spec["_meta"] = dict(definition.meta)
+    return spec
+
+
+# Keys that belong to a schema document's root, not to the value it describes: a wrapped
+# schema keeps them at the root so that `#/$defs/...` references still resolve.
+_ROOT_KEYWORDS = ("$schema", "$id", "$defs", "definitions")
+
+
+def mcp_output_schema(schema: Mapping[str, JSONLike]) -> dict[str, JSON] | None:
+    """A tool's output schema as MCP's ``outputSchema`` (which must describe an object).
+
+    ``None`` for a schema that says nothing (``{}``: any JSON); an object schema as is;
+    anything else wrapped as ``{"type": "object", "properties": {"result": <schema>},
+    "required": ["result"]}`` (its value is then sent as ``{"result": value}``).
+    """
+    if not schema:
+        return None
+    plain = _object(schema)
+    if plain.get("type") == "object":
+        return plain
+    inner: dict[str, JSON] = {k: v for k, v in plain.items() if k not in _ROOT_KEYWORDS}
+    wrapped: dict[str, JSON] = {k: plain[k] for k in _ROOT_KEYWORDS if k in plain}
+    wrapped.update(type="object", properties={"result": inner}, required=["result"])
+    return wrapped

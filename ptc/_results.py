@@ -23,6 +23,7 @@ ErrorCode: TypeAlias = Literal[
     "ABORTED_BEFORE_DISPATCH",
     "TIMEOUT",
     "TOOL_ERROR",
+    "TOOL_UNAVAILABLE",
     "INVALID_OUTPUT",
     "BLOCKED",
     "CODE_RUN_FAILED",

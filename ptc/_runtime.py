@@ -32,6 +32,7 @@ from ._events import (
     logger,
 )
 from ._layers import MODES, Mode, check_code_options
+from ._lifetime import CloseHook, Lifetime
 from ._scopes import ChangeListener, Scope, ScopeTree
 from ._suspensions import SuspensionStore
 from ._tools import ToolDefinition
@@ -78,6 +79,7 @@ class ToolRuntime:
         if suspensions is not None and not isinstance(suspensions, SuspensionStore):
             raise UsageError("suspensions must be a ptc.SuspensionStore")
         check_code_options(profile, limits)
+        self._lifetime = Lifetime()
         self._tree = ScopeTree(
             default_mode=default_mode,
             approver=approver,
@@ -85,6 +87,7 @@ class ToolRuntime:
             limits=limits if limits is not None else Limits(),
             max_parallel_calls=max_parallel_calls,
             changed=self._changed,
+            lifetime=self._lifetime,
         )
         self._containment = containment if containment is not None else Containment()
         self._suspensions = suspensions if suspensions is not None else SuspensionStore()
@@ -134,6 +137,16 @@ class ToolRuntime:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def lifetime(self) -> Lifetime:
+        """Background tasks and close hooks that live as long as the runtime."""
+        return self._lifetime
+
+    def on_close(self, hook: CloseHook) -> Disposer:
+        """Run ``hook`` (sync or async, no arguments) when the runtime closes, after code
+        mode has stopped and before the runtime's task group ends; last registered first."""
+        return self._lifetime.on_close(hook)
+
     # -- scopes and registration (delegating to root) -----------------------------------
 
     def scope(self, name: str) -> Scope:
@@ -145,7 +158,7 @@ class ToolRuntime:
         return self.root.register(definition)
 
     @overload
-    def tool(self, fn: Callable[..., Any], /) -> ToolDefinition: ...
+    def tool(self, fn: Callable[..., Any], /, **options: Unpack[ToolOptions]) -> ToolDefinition: ...
 
     @overload
     def tool(
@@ -157,7 +170,7 @@ class ToolRuntime:
     ) -> ToolDefinition | Callable[[Callable[..., Any]], ToolDefinition]:
         """``@runtime.tool`` / ``@runtime.tool(...)``: define and register on ``root``."""
         if fn is not None:
-            return self.root.tool(fn)
+            return self.root.tool(fn, **options)
         return self.root.tool(**options)
 
     @overload
@@ -260,6 +273,7 @@ class ToolRuntime:
         group = anyio.create_task_group()
         await group.__aenter__()
         self._task_group = group
+        self._lifetime.attach(group)
         return self
 
     async def __aexit__(
@@ -271,13 +285,18 @@ class ToolRuntime:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close code mode (workers, pools) and wait for pending change listeners. Idempotent."""
+        """Close code mode (workers, pools), run the close hooks (``on_close``), then wait
+        for background tasks and pending change listeners. Idempotent."""
         if self._closed:
             return
         self._closed = True
         try:
-            await self._code_mode.aclose()
+            try:
+                await self._code_mode.aclose()
+            finally:
+                await self._lifetime.aclose()
         finally:
+            self._lifetime.detach()
             group, self._task_group = self._task_group, None
             if group is not None:
                 await group.__aexit__(None, None, None)

@@ -8,7 +8,8 @@ lives in one :class:`ScopeTree` the runtime creates.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, TypeAlias, overload
 
@@ -43,6 +44,7 @@ from ._layers import (
     names_of,
     visible_tools,
 )
+from ._lifetime import Lifetime
 from ._pipeline import Call, CallSite
 from ._policy import Guard
 from ._results import ToolResult
@@ -97,6 +99,7 @@ class ScopeTree:
         limits: Limits,
         max_parallel_calls: int,
         changed: Callable[[Scope], None],
+        lifetime: Lifetime,
     ) -> None:
         self.default_mode = default_mode
         self.approver = approver
@@ -106,11 +109,31 @@ class ScopeTree:
         self.listeners = Listeners()
         self.version = 0
         self.code_mode: CodeModeHooks | None = None
+        self.lifetime = lifetime
         self._changed = changed
+        self._held = 0
+        self._pending: list[Scope] = []
 
     def changed(self, scope: Scope) -> None:
         self.version += 1
+        if self._held:
+            if not any(s is scope for s in self._pending):
+                self._pending.append(scope)
+            return
         self._changed(scope)
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Hold ``tools/change`` until the outermost batch ends: one per changed scope."""
+        self._held += 1
+        try:
+            yield
+        finally:
+            self._held -= 1
+            if not self._held:
+                pending, self._pending = self._pending, []
+                for scope in pending:
+                    self._changed(scope)
 
 
 class Scope:
@@ -153,6 +176,18 @@ class Scope:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def lifetime(self) -> Lifetime:
+        """The runtime's background tasks and close hooks (for integrations)."""
+        return self._tree.lifetime
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group changes: ``tools/change`` is emitted once per changed scope when the
+        block ends, not once per ``register``/dispose inside it."""
+        with self._tree.batch():
+            yield
 
     def scope(self, name: str) -> Scope:
         """Create a child scope (a live sibling with the same name is an error)."""
@@ -224,7 +259,7 @@ class Scope:
         return disposer
 
     @overload
-    def tool(self, fn: Callable[..., Any], /) -> ToolDefinition: ...
+    def tool(self, fn: Callable[..., Any], /, **options: Unpack[ToolOptions]) -> ToolDefinition: ...
 
     @overload
     def tool(

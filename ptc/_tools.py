@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias
 
-from ._errors import DefinitionError, UsageError
-from ._json import JSON, FrozenDict, JSONLike
+from ._errors import DefinitionError, NotJSONError, UsageError
+from ._json import JSON, FrozenDict, JSONLike, freeze_object
 from ._results import ContentBlock, ToolResult
 from ._schemas import SchemaValidator, compile_schema
 from ._signals import CancelSignal
@@ -129,6 +129,11 @@ class Output:
 class ToolDefinition:
     """A validated tool. Build it with :func:`define_tool` or ``@tool``.
 
+    ``title`` (a human-readable name), ``annotations`` (MCP tool annotations such as
+    ``{"readOnlyHint": true}``) and ``meta`` (MCP ``_meta``) are descriptive only: ptc
+    keeps them (frozen) and shows them in ``model_tools(format="mcp")``; they change
+    nothing about how a call runs.
+
     ``cooperative_cancel`` (for ``run_code``): the pipeline does not cancel the body's
     task when the signal fires; the body must react to ``context.signal`` itself. Such a
     tool cannot have ``timeout_seconds``.
@@ -142,6 +147,9 @@ class ToolDefinition:
     concurrency_safe: bool | Classifier | None = None
     timeout_seconds: float | None = None
     finalize_content: FinalizeContent | None = None
+    title: str | None = None
+    annotations: Mapping[str, JSON] | None = None
+    meta: Mapping[str, JSON] | None = None
     cooperative_cancel: bool = False
     input_validator: SchemaValidator = field(init=False, repr=False, compare=False)
     output_validator: SchemaValidator = field(init=False, repr=False, compare=False)
@@ -173,11 +181,26 @@ class ToolDefinition:
                 raise DefinitionError(
                     f"tool {self.name!r}: a cooperative_cancel tool has no timeout"
                 )
+        if self.title is not None and not isinstance(self.title, str):
+            raise UsageError(f"tool {self.name!r}: title must be a string or None")
+        for label in ("annotations", "meta"):
+            object.__setattr__(self, label, _frozen_mapping(self.name, label, getattr(self, label)))
         inputs = compile_schema(self.input_schema, f"tool {self.name!r}: input_schema")
         outputs = compile_schema(self.output.schema, f"tool {self.name!r}: output.schema")
         object.__setattr__(self, "input_validator", inputs)
         object.__setattr__(self, "output_validator", outputs)
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.execute))
+
+
+def _frozen_mapping(name: str, label: str, value: object) -> FrozenDict | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise UsageError(f"tool {name!r}: {label} must be a mapping or None")
+    try:
+        return freeze_object(dict(value), f"$.{label}")
+    except NotJSONError as exc:
+        raise DefinitionError(f"tool {name!r}: {label} is not JSON: {exc}") from exc
 
 
 def define_tool(
@@ -190,11 +213,17 @@ def define_tool(
     concurrency_safe: bool | Classifier | None = None,
     timeout_seconds: float | None = None,
     finalize_content: FinalizeContent | None = None,
+    title: str | None = None,
+    annotations: Mapping[str, JSON] | None = None,
+    meta: Mapping[str, JSON] | None = None,
 ) -> ToolDefinition:
     """Define a tool from explicit schemas.
 
-    ``execute(arguments, context)`` may be sync (run in a worker thread) or async.
-    ``output`` must be :class:`Output` with both ``schema`` and ``render``. Raises
+    ``execute(arguments, context)`` may be sync (run in a worker thread) or async; it
+    returns the canonical value, or :class:`ptc.ToolReturn` to give its model-visible
+    content itself. ``output`` must be :class:`Output` with both ``schema`` and
+    ``render``. ``title``, ``annotations`` and ``meta`` are kept for MCP (see
+    :class:`ToolDefinition`). Raises
     :class:`ptc.DefinitionError` (a ``ValueError``) for a bad name, a blank description
     or a schema that fails the JSON Schema meta-schema (the message names the path).
     """
@@ -209,4 +238,7 @@ def define_tool(
         concurrency_safe=concurrency_safe,
         timeout_seconds=timeout_seconds,
         finalize_content=finalize_content,
+        title=title,
+        annotations=annotations,
+        meta=meta,
     )

@@ -11,6 +11,7 @@ import pytest
 
 import ptc
 from ptc._body import BodyFailure
+from tests._typing import data
 
 from .helpers import echo_tool, recorder
 
@@ -192,3 +193,73 @@ async def test_a_cooperative_body_is_not_cancelled_and_keeps_its_aborted_message
     result = await call_and_cancel(runtime, "coop", started, ptc.CancelSignal())
     assert code(result) == "ABORTED" and "Captured output" in result.error.message  # type: ignore[union-attr]
     assert result.meta == {"k": 1}
+
+
+# -- ToolReturn and ToolUnavailable ----------------------------------------------------------
+
+IMAGE = {"type": "image", "data": "aGk=", "mimeType": "image/png"}
+
+
+def returning(value: Any, content: Any, schema: Any = None) -> ptc.ToolDefinition:
+    def render(v: Any) -> list[ptc.ContentBlock]:
+        raise AssertionError("render must be skipped for a ToolReturn")
+
+    return echo_tool(
+        "shown",
+        execute=lambda a, c: ptc.ToolReturn(value, content),
+        output=ptc.Output(schema or {"type": "string"}, render),
+    )
+
+
+async def test_a_tool_return_gives_the_content_and_the_value_separately() -> None:
+    runtime = ptc.ToolRuntime()
+    runtime.register(returning("a dot", [{"type": "text", "text": "look:"}, IMAGE]))
+    result = await runtime.root.call("shown", {})
+    assert not result.is_error and result.value == "a dot"
+    assert result.content == [{"type": "text", "text": "look:"}, IMAGE]
+    with pytest.raises(TypeError):
+        data(result.content)[1]["data"] = "x"
+
+
+async def test_a_tool_return_value_still_meets_the_output_schema() -> None:
+    runtime = ptc.ToolRuntime()
+    runtime.register(returning(42, [IMAGE], {"type": "string"}))
+    result = await runtime.root.call("shown", {})
+    assert code(result) == "INVALID_OUTPUT"
+    assert "42 is not of type 'string'" in result.error.message  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "content", ["text", [{"no": "type"}], [{"type": "text", "text": float("nan")}]]
+)
+async def test_bad_tool_return_content_is_a_tool_error(content: Any) -> None:
+    runtime = ptc.ToolRuntime()
+    runtime.register(returning("v", content))
+    result = await runtime.root.call("shown", {})
+    assert code(result) == "TOOL_ERROR" and "returned bad content" in result.error.message  # type: ignore[union-attr]
+
+
+async def test_post_execute_still_applies_to_a_tool_return() -> None:
+    runtime = ptc.ToolRuntime()
+    runtime.register(returning("a dot", [IMAGE]))
+    async def block(post: Any, nxt: Any) -> Any:
+        assert post.result.content[0] == IMAGE  # the listener sees the tool's own content
+        return ptc.Block("no pictures")
+
+    runtime.on("tools/post-execute", block)
+    result = await runtime.root.call("shown", {})
+    assert code(result) == "BLOCKED" and result.content == [
+        {"type": "text", "text": "Error: no pictures"}
+    ]
+
+
+async def test_tool_unavailable_is_its_own_code() -> None:
+    def down(arguments: Any, context: Any) -> Any:
+        raise ptc.ToolUnavailable("the backing service is down")
+
+    runtime = ptc.ToolRuntime()
+    runtime.register(echo_tool("remote", execute=down))
+    result = await runtime.root.call("remote", {})
+    assert code(result) == "TOOL_UNAVAILABLE"
+    assert result.content == [{"type": "text", "text": "Error: the backing service is down"}]
+    assert "TOOL_UNAVAILABLE" in ptc.ERROR_CODES

@@ -227,6 +227,96 @@ def test_every_change_emits_tools_change(runtime: ptc.ToolRuntime) -> None:
     assert seen == [scope] * 5
 
 
+def test_a_batch_emits_one_tools_change_per_changed_scope(runtime: ptc.ToolRuntime) -> None:
+    seen: list[ptc.Scope] = []
+    runtime.on("tools/change", seen.append)
+    scope = runtime.scope("agent")
+    seen.clear()
+    with scope.batch():
+        undo = [scope.register(echo_tool(f"t{i}")) for i in range(3)]
+        with scope.batch():  # nested: still one, at the end of the outermost
+            runtime.register(echo_tool("rooted"))
+        for dispose in undo:
+            dispose()
+        assert seen == []
+        # Changes inside the batch are already visible.
+        assert "rooted" in scope.view().visible and "t0" not in scope.view().visible
+    assert seen == [scope, runtime.root]
+
+
+def test_a_batch_that_raises_still_announces_its_changes(runtime: ptc.ToolRuntime) -> None:
+    seen: list[ptc.Scope] = []
+    runtime.on("tools/change", seen.append)
+    with pytest.raises(ptc.ScopeError), runtime.root.batch():
+        runtime.register(echo_tool("one"))
+        runtime.register(echo_tool("one"))
+    assert seen == [runtime.root]
+
+
+def mcp_tool(**options: Any) -> ptc.ToolDefinition:
+    return echo_tool("t", **options)
+
+
+@pytest.mark.parametrize(
+    ("schema", "expected"),
+    [
+        ({}, None),
+        ({"type": "object", "properties": {"a": {"type": "integer"}}}, "as is"),
+        (
+            {"type": "integer"},
+            {
+                "type": "object",
+                "properties": {"result": {"type": "integer"}},
+                "required": ["result"],
+            },
+        ),
+        (
+            {
+                "$defs": {"Hit": {"type": "object"}},
+                "type": "array",
+                "items": {"$ref": "#/$defs/Hit"},
+            },
+            {
+                "$defs": {"Hit": {"type": "object"}},
+                "type": "object",
+                "properties": {"result": {"type": "array", "items": {"$ref": "#/$defs/Hit"}}},
+                "required": ["result"],
+            },
+        ),
+    ],
+)
+def test_mcp_output_schema_is_an_object_schema(schema: Any, expected: Any) -> None:
+    runtime = ptc.ToolRuntime()
+    runtime.register(mcp_tool(output=ptc.Output(schema, lambda v: [])))
+    (spec,) = runtime.root.model_tools(format="mcp")
+    if expected is None:
+        assert "outputSchema" not in spec
+    else:
+        assert spec["outputSchema"] == (schema if expected == "as is" else expected)
+
+
+def test_mcp_format_keeps_title_annotations_and_meta() -> None:
+    runtime = ptc.ToolRuntime()
+    runtime.register(
+        mcp_tool(title="T", annotations={"readOnlyHint": True}, meta={"ui/icon": "t.png"})
+    )
+    (spec,) = runtime.root.model_tools(format="mcp")
+    assert spec == {
+        "name": "t",
+        "title": "T",
+        "description": "The t tool.",
+        "inputSchema": {"type": "object"},
+        "annotations": {"readOnlyHint": True},
+        "_meta": {"ui/icon": "t.png"},
+    }
+    # The other formats stay name, description and input schema only.
+    assert set(runtime.root.model_tools(format="anthropic")[0]) == {
+        "name",
+        "description",
+        "input_schema",
+    }
+
+
 def test_sdk_lists_exactly_the_visible_tools(runtime: ptc.ToolRuntime) -> None:
     scope = runtime.scope("agent")
     scope.restrict(allow=["read", "search"])

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 import ptc
 from ptc._tools import compact_json_render
+from tests._typing import data
 
 ANY = ptc.Output({}, compact_json_render)
 
@@ -168,3 +169,46 @@ async def test_sync_tool_bodies_run_in_a_worker_thread() -> None:
 def test_default_render_is_compact_json_text() -> None:
     assert compact_json_render({"a": [1, 2]}) == [{"type": "text", "text": '{"a":[1,2]}'}]
     assert compact_json_render("plain") == [{"type": "text", "text": "plain"}]
+
+
+# -- title, annotations, meta (kept for MCP) -----------------------------------------------
+
+
+def test_title_annotations_and_meta_are_kept_frozen() -> None:
+    definition = ptc.define_tool(
+        name="t",
+        description="A tool.",
+        input_schema={"type": "object"},
+        output=ptc.Output({}, lambda v: []),
+        execute=lambda a, c: None,
+        title="The T",
+        annotations={"readOnlyHint": True},
+        meta={"vendor/x": [1, 2]},
+    )
+    assert definition.title == "The T"
+    assert definition.annotations == {"readOnlyHint": True}
+    assert definition.meta == {"vendor/x": [1, 2]}
+    with pytest.raises(TypeError):
+        data(definition.meta)["vendor/x"].append(3)
+    # Descriptive only: a read-only hint does not make a tool concurrency-safe by itself.
+    assert definition.concurrency_safe is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error"),
+    [
+        ("title", 3, ptc.UsageError),
+        ("annotations", ["readOnlyHint"], ptc.UsageError),
+        ("meta", {"x": float("nan")}, ptc.DefinitionError),
+    ],
+)
+def test_bad_title_annotations_or_meta_are_refused(field: str, value: Any, error: type) -> None:
+    with pytest.raises(error, match=field):
+        ptc.define_tool(
+            name="t",
+            description="A tool.",
+            input_schema={"type": "object"},
+            output=ptc.Output({}, lambda v: []),
+            execute=lambda a, c: None,
+            **{field: value},
+        )

@@ -1,0 +1,78 @@
+"""What the ``ptc`` subcommands share: one-line usage errors and ``MODULE:FUNC`` loading."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import NoReturn, cast
+
+from ._errors import PtcError
+from ._runtime import ToolRuntime
+
+__all__ = ("CliError", "Parser", "call_tools_func", "load_tools")
+
+
+class CliError(PtcError):
+    """A problem the command reports as one line on stderr and exit status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (no usage block) and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def load_tools(spec: str) -> Callable[[ToolRuntime], object]:
+    """``MODULE:FUNC`` (a module on the path, or a ``.py`` file) -> the function, which
+    registers tools on the runtime it is given. Raises :class:`CliError`."""
+    module_name, sep, func_name = spec.rpartition(":")
+    if not sep or not module_name or not func_name:
+        raise CliError(f"--tools wants MODULE:FUNC (e.g. my_tools:register), got {spec!r}")
+    try:
+        if module_name.endswith(".py"):
+            module = _load_file(Path(module_name))
+        else:
+            cwd = os.getcwd()
+            if cwd not in sys.path:
+                sys.path.insert(0, cwd)  # like `python -m`: modules beside the caller
+            module = importlib.import_module(module_name)
+    except CliError:
+        raise
+    except ImportError as exc:
+        raise CliError(f"cannot import {module_name!r}: {exc}") from exc
+    except Exception as exc:
+        raise CliError(f"importing {module_name!r} failed: {type(exc).__name__}: {exc}") from exc
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        raise CliError(f"{module_name!r} has no function {func_name!r}")
+    return cast(Callable[[ToolRuntime], object], func)
+
+
+async def call_tools_func(func: Callable[[ToolRuntime], object], runtime: ToolRuntime) -> None:
+    """``FUNC(runtime)``, awaited if it is a coroutine function. Raises :class:`CliError`."""
+    try:
+        out = func(runtime)
+        if inspect.isawaitable(out):
+            await out
+    except Exception as exc:
+        name = getattr(func, "__qualname__", repr(func))
+        raise CliError(f"{name}(runtime) failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _load_file(path: Path) -> object:
+    if not path.is_file():
+        raise CliError(f"no such file: {str(path)!r}")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    if spec is None or spec.loader is None:
+        raise CliError(f"cannot load {str(path)!r} as a module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module

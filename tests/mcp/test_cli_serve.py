@@ -1,0 +1,144 @@
+"""``ptc serve`` as a subprocess, driven by the official MCP client: over stdio wrapping the
+real ``mcp-server-time`` and the toy server, over streamable HTTP on 127.0.0.1 (an ephemeral
+port) with list_changed travelling toy server -> ptc -> client; and its usage errors."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import mcp.types as types
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.session import IncomingMessage
+from mcp.client.streamable_http import streamable_http_client
+
+from .conftest import TOY, wait_for
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+TIME = shlex.join([sys.executable, "-m", "mcp_server_time", "--local-timezone", "UTC"])
+TOOLS = '''
+def register(runtime):
+    @runtime.tool
+    def shout(text: str) -> str:
+        """Upper-case a text."""
+        return text.upper()
+'''
+CONVERT = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
+
+
+def toy_line(marker: Path) -> str:
+    return shlex.join([sys.executable, str(TOY), "--marker", str(marker)])
+
+
+def ptc_serve(*args: str) -> StdioServerParameters:
+    # The SDK passes a safe subset of the environment; the child needs its own venv's ptc.
+    return StdioServerParameters(command=sys.executable, args=["-m", "ptc", "serve", *args])
+
+
+async def test_serve_over_stdio_wraps_real_servers(tmp_path: Path) -> None:
+    params = ptc_serve("--mount-stdio", TIME, "--mount-stdio", toy_line(tmp_path), "--mode", "both")
+    with (tmp_path / "stderr").open("w") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as streams,
+            ClientSession(*streams) as session,
+        ):
+            await session.initialize()
+            names = [t.name for t in (await session.list_tools()).tools]
+            assert names[-1] == "run_code"
+            assert {"convert_time", "get_current_time", "picture", "echo"} <= set(names)
+            native = await session.call_tool("convert_time", CONVERT)
+            assert not native.is_error and native.structured_content is not None
+            assert native.structured_content["target"]["timezone"] == "Asia/Tokyo"
+            program = f"return tools.convert_time(**{CONVERT!r})"
+            ran = await session.call_tool("run_code", {"code": program})
+            assert ran.structured_content == {"result": native.structured_content, "stdout": ""}
+            assert ran.meta is not None and ran.meta["ptc/run"]["stats"]["calls"] == 1
+            # The toy server's image reaches this client through ptc as it was.
+            picture = await session.call_tool("picture", {})
+            assert [c.type for c in picture.content] == ["text", "image"]
+    assert "ptc serve: serving" in (tmp_path / "stderr").read_text()
+
+
+async def test_serve_over_streamable_http_follows_list_changed(tmp_path: Path) -> None:
+    (tmp_path / "served_tools.py").write_text(TOOLS)
+    command = [sys.executable, "-m", "ptc", "serve", "served_tools:register", "--mode", "both",
+               "--mount-stdio", toy_line(tmp_path), "--http", "127.0.0.1:0"]  # fmt: skip
+    process = await anyio.open_process(command, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    heard: list[IncomingMessage] = []
+
+    async def on_message(message: IncomingMessage) -> None:
+        heard.append(message)
+
+    try:
+        assert process.stderr is not None
+        with anyio.fail_after(30):
+            line = b""
+            while b"\n" not in line:
+                line += await process.stderr.receive()
+        text = line.decode()
+        assert "over streamable HTTP at http://127.0.0.1:" in text, text
+        url = text.split(" at ", 1)[1].split()[0]
+        async with (
+            streamable_http_client(url) as streams,
+            ClientSession(*streams, message_handler=on_message) as session,
+        ):
+            await session.initialize()
+            names = [t.name for t in (await session.list_tools()).tools]
+            assert "shout" in names and "echo" in names and "extra" not in names
+            shouted = await session.call_tool("run_code", {"code": "return tools.shout(text='hi')"})
+            assert shouted.structured_content == {"result": "HI", "stdout": ""}
+            # The toy server grows a tool; ptc re-registers it and tells this client.
+            assert not (await session.call_tool("grow", {})).is_error
+
+            def told() -> bool:
+                return any(isinstance(m, types.ToolListChangedNotification) for m in heard)
+
+            await wait_for(told)
+            names = [t.name for t in (await session.list_tools()).tools]
+            assert "extra" in names
+            extra = await session.call_tool("extra", {})
+            assert extra.content[0].text == "extra!"  # type: ignore[union-attr]
+    finally:
+        process.send_signal(signal.SIGINT)
+        with anyio.fail_after(15):
+            status = await process.wait()
+        await process.aclose()
+    assert status in (0, 130, -signal.SIGINT)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--mount-stdio", "ptc-no-such-command-x"], "command not found: ptc-no-such-command-x"),
+        (
+            ["--mount-http", "http://127.0.0.1:9/mcp"],
+            "MCP server 'http://127.0.0.1:9/mcp': Connect",
+        ),
+        (["--http", "localhost"], "--http wants HOST:PORT"),
+        (["no_such_module:register"], "cannot import 'no_such_module'"),
+        (["--mode", "sideways"], "invalid choice: 'sideways'"),
+        (["--mount-stdio", "'unclosed"], "No closing quotation"),
+    ],
+)
+def test_usage_problems_are_one_line_and_status_2(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ptc", "serve", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ},
+    )
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.splitlines()) == 1 and message in done.stderr, done.stderr
+    assert done.stdout == ""
