@@ -26,7 +26,7 @@ from ._typegen import JSON_ALIAS, TypeFragment, build_fragment, rename_prefix
 from ._types import Sdk, ToolSpec
 
 # Bump when fragment generation changes, so stale disk caches are ignored.
-_FRAGMENT_VERSION = "1"
+_FRAGMENT_VERSION = "2"
 # Names a type may never take in the stub: its prelude and what annotations use.
 _RESERVED_TYPE_NAMES = (
     frozenset({JSON_ALIAS, "ToolCallError", "tools", "parallel"})

@@ -83,7 +83,7 @@ def test_duplicate_tool_names_are_rejected() -> None:
 def test_unsupported_schemas_fall_back_to_json_and_say_so() -> None:
     sdk = sdkgen.generate(CASES["unsupported"])
     assert "# odd: input schema not supported" in sdk.stub
-    assert "def odd(*, x: JSON = ...) -> JSON:" in sdk.stub
+    assert "def odd(*, x: JSON = ..., **extra: JSON) -> JSON:" in sdk.stub
 
 
 def test_optional_params_show_ellipsis_and_docstrings_carry_constraints() -> None:
