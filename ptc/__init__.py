@@ -46,6 +46,7 @@ from ._json import FrozenList as FrozenList
 from ._layers import Mode as Mode
 from ._layers import ModelFormat as ModelFormat
 from ._layers import ToolView as ToolView
+from ._lenient import lenient_schema as lenient_schema
 from ._policy import Guard as Guard
 from ._results import ERROR_CODES as ERROR_CODES
 from ._results import ContentBlock as ContentBlock
@@ -124,5 +125,6 @@ __all__ = (
     "ToolView",
     "UsageError",
     "define_tool",
+    "lenient_schema",
     "tool",
 )

@@ -65,6 +65,7 @@ EXPECTED = [
     "ToolView",
     "UsageError",
     "define_tool",
+    "lenient_schema",
     "tool",
 ]
 
