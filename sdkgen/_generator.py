@@ -48,17 +48,22 @@ def _swap(type_name: str, old: str, new: str) -> str:
 
 
 def spec_digest(spec: ToolSpec) -> str:
-    """sha256 of a spec's canonical JSON (what a fragment depends on, besides its prefix)."""
-    canonical = json.dumps(
-        {
-            "v": _FRAGMENT_VERSION,
-            "input": spec.input_schema,
-            "output": spec.output_schema,
-        },
-        sort_keys=True,
-        ensure_ascii=True,
-        separators=(",", ":"),
-    )
+    """sha256 of a spec's canonical JSON (what a fragment depends on, besides its prefix).
+
+    Raises ``ValueError`` for a schema too deeply nested to serialise."""
+    try:
+        canonical = json.dumps(
+            {
+                "v": _FRAGMENT_VERSION,
+                "input": spec.input_schema,
+                "output": spec.output_schema,
+            },
+            sort_keys=True,
+            ensure_ascii=True,
+            separators=(",", ":"),
+        )
+    except RecursionError:
+        raise ValueError(f"tool {spec.name!r}: schema nested too deeply") from None
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 

@@ -538,3 +538,33 @@ async def test_invalid_args_from_a_direct_call_show_json_and_a_tuple_stays_inval
         result = await runtime.root.call("t", {"xs": (1,)})
         assert result.error is not None and result.error.code == "INVALID_ARGS"
         assert "tuple is not a JSON type" in result.error.message
+
+
+# --- what a program may pass ----------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_program_passes_tuples_as_arrays_and_other_keys_to_an_open_tool() -> None:
+    seen: list[Any] = []
+
+    async def record(arguments: Any, context: ptc.ToolContext) -> Any:
+        seen.append(arguments)
+        return None
+
+    open_schema = {"type": "object", "properties": {"ids": {"type": "array"}}}
+    closed_schema = {**open_schema, "additionalProperties": False}
+    async with ptc.ToolRuntime(
+        backend=FakeBackend(), containment=ptc.Containment(require=frozenset()),
+        default_mode="code",
+    ) as runtime:  # fmt: skip
+        runtime.register(echo_tool("tag", input_schema=open_schema, execute=record))
+        runtime.register(echo_tool("strict", input_schema=closed_schema, execute=record))
+        ok = await runtime.root.run_code(
+            "tools.tag(ids=(1, (2, 3)), trace='t', **{'x-y': ({'k': (4,)},)})\n"
+            "tools.strict(ids=(5,))"
+        )
+        refused = await runtime.root.run_code("tools.strict(ids=[], trace='t')")
+    assert not ok.is_error, ok.error
+    assert seen == [{"ids": [1, [2, 3]], "trace": "t", "x-y": [{"k": [4]}]}, {"ids": [5]}]
+    assert refused.error is not None and "code run failed (preflight)" in refused.error.message
+    assert "tools.strict() has no parameter 'trace'" in refused.error.message
