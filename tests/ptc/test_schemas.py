@@ -388,6 +388,17 @@ def test_a_file_reference_is_refused_and_the_file_never_read(tmp_path: Path) -> 
 # --- limits and shape -------------------------------------------------------------------
 
 
+@pytest.fixture
+def default_recursion_limit() -> Iterator[None]:
+    """Python's default limit (an in-process mypy run raises it for the whole process)."""
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(before)
+
+
 def _nested(levels: int) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "string"}
     for _ in range(levels):
@@ -396,6 +407,7 @@ def _nested(levels: int) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("levels", [MAX_SCHEMA_DEPTH // 2, 3000])
+@pytest.mark.usefixtures("default_recursion_limit")
 def test_a_schema_nested_past_the_limit_is_a_clear_error_not_a_recursion_error(
     levels: int,
 ) -> None:
@@ -418,6 +430,7 @@ def test_a_schema_within_the_depth_limit_is_accepted_and_validates() -> None:
     [{"not": {}}, {"items": {}}, {"anyOf": [{}, {"type": "null"}]}],
     ids=["not", "items", "anyOf"],
 )
+@pytest.mark.usefixtures("default_recursion_limit")
 def test_the_worst_shapes_at_the_depth_limit_still_check_on_a_deep_stack(
     schema: dict[str, Any],
 ) -> None:
@@ -515,6 +528,7 @@ def test_many_problems_are_capped_with_a_count() -> None:
     assert len(problems) == MAX_PROBLEMS + 1 and problems[-1] == "... and 5 more"
 
 
+@pytest.mark.usefixtures("default_recursion_limit")
 def test_a_value_too_deep_to_validate_is_a_problem_not_an_exception() -> None:
     validator = compile_schema({"type": "object", "properties": {"c": {"$ref": "#"}}}, "tree")
     value: Any = {}

@@ -139,6 +139,16 @@ def test_a_non_local_ref_is_never_followed(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_a_schema_nested_past_any_sane_depth_is_typed_as_json_or_refused_clearly() -> None:
+    # Python's default limit (an in-process mypy run raises it for the whole process)
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        _deep_schemas()
+    finally:
+        sys.setrecursionlimit(before)
+
+
+def _deep_schemas() -> None:
     deep: dict[str, Any] = {"type": "string"}
     for _ in range(300):
         deep = {"type": "object", "properties": {"a": deep}}
