@@ -41,16 +41,8 @@ from typing import Any
 
 from ._errors import SchemaError
 from ._json import JSON
-from ._schema_checks import (
-    ANY,
-    MAX_SCHEMA_DEPTH,
-    SET_NAMES,
-    STANDARD_TYPES,
-    Path,
-    dialect_of,
-    format_path,
-    intended_type,
-)
+from ._schema_checks import MAX_SCHEMA_DEPTH, Path, dialect_of, format_path
+from ._type_names import ANY, SET_NAMES, STANDARD_TYPES, intended_type
 
 __all__ = ("lenient_schema",)
 

@@ -12,13 +12,10 @@ Each check returns problems as ``(path, message)`` pairs instead of raising, so 
   in-place applicators (``allOf``, ``not``, ...) loops without descending into the value.
   Lookups go through a :class:`referencing.Registry` that refuses retrieval: nothing here
   touches the network or the filesystem.
-- :func:`intended_type`: the standard type a non-standard name (``"dict"``, ``"String"``)
-  most likely means; used for hints and by :func:`ptc.lenient_schema`.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 from collections.abc import Iterator, Mapping
@@ -37,20 +34,15 @@ from referencing import Registry
 from referencing.exceptions import NoSuchResource
 
 __all__ = (
-    "ANY",
     "DIALECTS",
     "MAX_SCHEMA_BYTES",
     "MAX_SCHEMA_DEPTH",
-    "SET_NAMES",
-    "STANDARD_TYPES",
     "Path",
     "Problem",
     "dialect_of",
     "format_path",
-    "intended_type",
     "offline_registry",
     "pointer",
-    "type_hint",
     "reference_problems",
     "shape_problems",
 )
@@ -134,59 +126,6 @@ def shape_problems(schema: object) -> list[Problem]:
     if size > MAX_SCHEMA_BYTES:
         return [((), f"{size} bytes as JSON; the limit is {MAX_SCHEMA_BYTES}")]
     return []
-
-
-# --- type names -------------------------------------------------------------------------
-
-STANDARD_TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")
-ANY = ""
-""":func:`intended_type` for a name that means "any value" (no ``type`` at all)."""
-_ALIASES = {
-    "object": (
-        "dict dictionary map hashmap treemap linkedhashmap hashtable mapping obj struct record "
-        "jsonobject"
-    ),
-    "array": (
-        "list tuple arraylist linkedlist vector sequence seq collection iterable jsonarray "
-        "set hashset treeset frozenset"
-    ),
-    "number": "float double decimal real numeric num bigdecimal float32 float64",
-    "integer": (
-        "int long short byte int8 int16 int32 int64 uint uint8 uint16 uint32 uint64 bigint "
-        "biginteger"
-    ),
-    "string": "str char character text charsequence",
-    "boolean": "bool",
-    "null": "none nonetype nil void",
-    ANY: "any anytype unknown mixed",
-}
-_INTENDED = {alias: std for std, names in _ALIASES.items() for alias in names.split()}
-_INTENDED.update({std: std for std in STANDARD_TYPES})
-SET_NAMES = frozenset({"set", "hashset", "treeset", "frozenset"})
-"""Names of types whose items are unique (``uniqueItems`` when rewritten to ``array``)."""
-
-
-def intended_type(name: str) -> str | None:
-    """The standard type ``name`` most likely means: ``"object"`` for ``"dict"``/``"HashMap"``,
-    ``"string"`` for ``"String"``, :data:`ANY` (``""``) for ``"any"`` and ``""``; a close
-    spelling (``"strng"``) counts; ``None`` when nothing is likely."""
-    key = name.strip().lower()
-    if key in _INTENDED:
-        return _INTENDED[key]
-    if not key:
-        return ANY
-    close = difflib.get_close_matches(key, STANDARD_TYPES, n=1, cutoff=0.75)
-    return close[0] if close else None
-
-
-def type_hint(name: str) -> str:
-    """`` (did you mean "object"?)`` or the like; ``""`` when there is no likely type."""
-    intended = intended_type(name)
-    if intended is None:
-        return ""
-    if intended == ANY:
-        return ' (to allow any value, leave out "type")'
-    return f" (did you mean {_json(intended)}?)"
 
 
 # --- references -------------------------------------------------------------------------

@@ -32,8 +32,8 @@ from ._schema_checks import (
     offline_registry,
     reference_problems,
     shape_problems,
-    type_hint,
 )
+from ._type_names import STANDARD_TYPES, type_hint
 
 __all__ = ("MAX_PROBLEMS", "SchemaValidator", "compile_schema", "json_text")
 
@@ -168,7 +168,7 @@ def _is_number(value: object) -> bool:
 
 def _type_problem(instance: object) -> str:
     names = instance if isinstance(instance, list) else [instance]
-    bad = [n for n in names if not isinstance(n, str) or n not in _STANDARD]
+    bad = [n for n in names if not isinstance(n, str) or n not in STANDARD_TYPES]
     if not bad:  # e.g. a repeated name in a list
         return f"{json_text(instance)} is not a valid type list (names must be unique)"
     parts = []
@@ -177,10 +177,7 @@ def _type_problem(instance: object) -> str:
         parts.append(f"{json_text(name)} is not a JSON Schema type{hint}")
     if all(isinstance(n, str) and type_hint(n) for n in bad):
         return "; ".join(parts)
-    return "; ".join(parts) + f" (the types are {', '.join(_STANDARD)})"
-
-
-_STANDARD = ("array", "boolean", "integer", "null", "number", "object", "string")
+    return "; ".join(parts) + f" (the types are {', '.join(STANDARD_TYPES)})"
 
 
 def json_text(value: object) -> str:
