@@ -114,8 +114,13 @@ def _compile(schema: dict[str, Any]) -> tuple[SchemaValidator | None, tuple[Prob
     try:
         meta = cls(cls.META_SCHEMA, registry=registry, format_checker=cls.FORMAT_CHECKER)
         problems = _meta_problems(meta.iter_errors(schema))
-        if not problems:
-            problems = reference_problems(schema, dialect)
+        try:
+            problems += reference_problems(schema, dialect)
+        except Exception:
+            # Only a schema the meta-schema rejects (e.g. "$id": []) can trip the walk;
+            # those problems say what is wrong. On a valid schema it would be a bug: raise.
+            if not problems:
+                raise
     except RecursionError:  # within the depth limit, but a stack already deep
         problems = [((), "nested too deeply to check")]
     if problems:

@@ -7,7 +7,7 @@ import copy
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ptc
@@ -232,4 +232,36 @@ def _schemas() -> st.SearchStrategy[dict[str, Any]]:
 def test_the_result_is_standard_and_a_fixed_point(schema: dict[str, Any]) -> None:
     fixed, _ = ptc.lenient_schema(schema)
     compile_schema(fixed, "generated")
+    assert ptc.lenient_schema(fixed) == (fixed, ())
+
+
+_KEYS = st.sampled_from(
+    ["type", "properties", "items", "additionalItems", "prefixItems", "required", "optional",
+     "nullable", "enum", "anyOf", "not", "$defs", "dependencies", "minimum",
+     "exclusiveMinimum", "additionalProperties", "$schema", "default", "x"]
+)  # fmt: skip
+_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-2, 2),
+    st.sampled_from(["dict", "float", "any", "", "List<String>", "Map<", "x[]", "string",
+                     "true", DRAFT_04, DRAFT_07, "http://json-schema.org/schema#"]),
+)  # fmt: skip
+_JSONISH = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(st.dictionaries(_KEYS, _JSONISH, max_size=5))
+@settings(max_examples=300, deadline=None)
+def test_any_object_gives_a_schema_and_notes_never_another_exception(
+    schema: dict[str, Any],
+) -> None:
+    before = copy.deepcopy(schema)
+    fixed, notes = ptc.lenient_schema(schema)
+    assert schema == before and all(n.startswith("$") for n in notes)
+    try:
+        compile_schema(fixed, "fuzz")
+    except ptc.SchemaError:
+        return  # what lenient_schema cannot rewrite (e.g. "minimum": "dict") stays
     assert ptc.lenient_schema(fixed) == (fixed, ())

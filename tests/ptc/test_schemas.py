@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from referencing.exceptions import Unresolvable
 
 import ptc
@@ -181,6 +183,16 @@ def test_every_problem_is_reported_at_once_with_its_path_and_the_intended_type()
         f'{where}.properties.h.minLength: "three" is not of type "integer"',
         f'{where}.type: "dict" is not a JSON Schema type (did you mean "object"?)',
     )
+
+
+def test_reference_problems_come_with_the_meta_schema_ones() -> None:
+    problems = problems_of({"type": "dict", "properties": {"a": {"$ref": "a.json"}}})
+    assert len(problems) == 2
+    assert problems[0].endswith(
+        '.properties.a.$ref: "a.json" points outside this schema; '
+        'only local references ("#...", within the same schema) are allowed'
+    )
+    assert problems[1].endswith('.type: "dict" is not a JSON Schema type (did you mean "object"?)')
 
 
 @pytest.mark.parametrize(
@@ -582,3 +594,38 @@ async def test_a_program_passes_tuples_as_arrays_and_other_keys_to_an_open_tool(
     assert seen == [{"ids": [1, [2, 3]], "trace": "t", "x-y": [{"k": [4]}]}, {"ids": [5]}]
     assert refused.error is not None and "code run failed (preflight)" in refused.error.message
     assert "tools.strict() has no parameter 'trace'" in refused.error.message
+
+
+# --- whatever the schema, a SchemaError or a validator that never raises ----------------------
+
+_KEYS = st.sampled_from(
+    ["type", "properties", "items", "prefixItems", "$ref", "$defs", "definitions", "$id",
+     "$anchor", "$dynamicRef", "$dynamicAnchor", "allOf", "anyOf", "oneOf", "not", "if",
+     "then", "else", "required", "enum", "const", "additionalProperties", "dependencies",
+     "dependentSchemas", "minimum", "exclusiveMinimum", "pattern", "$schema", "default", "x"]
+)  # fmt: skip
+_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from(
+        ["#", "#/$defs/a", "#/properties/x", "#a", "a.json", "http://127.0.0.1:9/", "string",
+         "object", "dict", DRAFT_04, DRAFT_07, "^a", "a"]
+    ),
+)  # fmt: skip
+_JSONISH = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(schema=st.dictionaries(_KEYS, _JSONISH, max_size=5), value=_JSONISH)
+@settings(max_examples=300, deadline=None)
+def test_any_schema_is_a_schema_error_or_a_validator_that_never_raises(
+    schema: dict[str, Any], value: Any
+) -> None:
+    try:
+        validator = compile_schema(schema, "fuzz")
+    except ptc.SchemaError as exc:
+        assert exc.problems and all(p.startswith("fuzz") for p in exc.problems)
+        return
+    problems = validator.problems(freeze(value))
+    assert all(isinstance(p, str) and p.startswith("$") for p in problems)
