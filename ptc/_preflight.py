@@ -108,8 +108,8 @@ def _check_keywords(binding: ToolBinding, call: ast.Call) -> str | None:
             f"line {_line(call)}: tools.{binding.ident}() takes keyword arguments only "
             f"({_param_list(binding)})"
         )
-    if any(kw.arg is None for kw in call.keywords):
-        return None  # `**kwargs`: keys unknown until run time
+    if binding.extra or any(kw.arg is None for kw in call.keywords):
+        return None  # an open input schema, or `**kwargs`: any key may be accepted
     valid = set(binding.param_idents())
     for kw in call.keywords:
         if kw.arg not in valid:

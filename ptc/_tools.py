@@ -38,7 +38,7 @@ __all__ = (
     "define_tool",
 )
 
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")  # 128: MCP's limit
 RESERVED_NAME = "run_code"
 
 Render: TypeAlias = Callable[[JSON], Sequence[ContentBlock]]

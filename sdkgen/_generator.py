@@ -26,7 +26,7 @@ from ._typegen import JSON_ALIAS, TypeFragment, build_fragment, rename_prefix
 from ._types import Sdk, ToolSpec
 
 # Bump when fragment generation changes, so stale disk caches are ignored.
-_FRAGMENT_VERSION = "1"
+_FRAGMENT_VERSION = "2"
 # Names a type may never take in the stub: its prelude and what annotations use.
 _RESERVED_TYPE_NAMES = (
     frozenset({JSON_ALIAS, "ToolCallError", "tools", "parallel"})
@@ -48,17 +48,22 @@ def _swap(type_name: str, old: str, new: str) -> str:
 
 
 def spec_digest(spec: ToolSpec) -> str:
-    """sha256 of a spec's canonical JSON (what a fragment depends on, besides its prefix)."""
-    canonical = json.dumps(
-        {
-            "v": _FRAGMENT_VERSION,
-            "input": spec.input_schema,
-            "output": spec.output_schema,
-        },
-        sort_keys=True,
-        ensure_ascii=True,
-        separators=(",", ":"),
-    )
+    """sha256 of a spec's canonical JSON (what a fragment depends on, besides its prefix).
+
+    Raises ``ValueError`` for a schema too deeply nested to serialise."""
+    try:
+        canonical = json.dumps(
+            {
+                "v": _FRAGMENT_VERSION,
+                "input": spec.input_schema,
+                "output": spec.output_schema,
+            },
+            sort_keys=True,
+            ensure_ascii=True,
+            separators=(",", ":"),
+        )
+    except RecursionError:
+        raise ValueError(f"tool {spec.name!r}: schema nested too deeply") from None
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._dialect import closed_object, modern
 from ._idents import property_idents
 from ._render_types import one_line
 from ._typegen import TypeFragment
@@ -36,6 +37,8 @@ class ToolIR:
     ident: str
     description: tuple[str, ...]
     params: tuple[ParamIR, ...]
+    extra: str | None
+    """The ``**`` parameter's name when the input accepts other keys, else ``None``."""
     returns: str
     definitions: tuple[str, ...]
     typing_names: tuple[str, ...]
@@ -45,12 +48,15 @@ class ToolIR:
         params = tuple(
             ParamBinding(ident=p.ident, key=p.key, required=p.required) for p in self.params
         )
-        return ToolBinding(name=self.name, ident=self.ident, params=params)
+        return ToolBinding(
+            name=self.name, ident=self.ident, params=params, extra=self.extra is not None
+        )
 
 
 def tool_ir(spec: ToolSpec, ident: str, fragment: TypeFragment) -> ToolIR:
     """Combine a spec, its identifier and its type fragment into the intermediate form."""
-    props = spec.input_schema.get("properties")
+    schema = modern(spec.input_schema)  # constraints in their 2020-12 forms
+    props = schema.get("properties")
     props = props if isinstance(props, Mapping) else {}
     idents = property_idents(key for key, _, _ in fragment.params)
     params = tuple(
@@ -65,12 +71,19 @@ def tool_ir(spec: ToolSpec, ident: str, fragment: TypeFragment) -> ToolIR:
     )
     # Required first keeps the signature readable; schema order within each group.
     params = tuple(p for p in params if p.required) + tuple(p for p in params if not p.required)
+    extra = None
+    if not closed_object(schema):
+        taken = {p.ident for p in params}
+        extra = "extra"
+        while extra in taken:
+            extra += "_"
     lines = [line.rstrip() for line in spec.description.strip().splitlines()]
     return ToolIR(
         name=spec.name,
         ident=ident,
         description=tuple(lines),
         params=params,
+        extra=extra,
         returns=fragment.returns,
         definitions=fragment.definitions,
         typing_names=fragment.typing_names,
@@ -92,6 +105,9 @@ def param_doc(schema: object) -> str:
     if "default" in schema:
         facts.append(f"default: {_compact(schema['default'])}")
     facts.extend(f"{name}: {_compact(schema[name])}" for name in _CONSTRAINTS if name in schema)
+    prefix = schema.get("prefixItems")
+    if isinstance(prefix, list) and prefix:
+        facts.append("items in order: " + ", ".join(_kind(item) for item in prefix))
     items = schema.get("items")
     if isinstance(items, Mapping):
         facts.extend(
@@ -101,6 +117,11 @@ def param_doc(schema: object) -> str:
     if facts:
         text = f"{text} ({'; '.join(facts)})" if text else "; ".join(facts)
     return text
+
+
+def _kind(schema: object) -> str:
+    kind = schema.get("type") if isinstance(schema, Mapping) else None
+    return _compact(kind) if kind is not None else "any"
 
 
 def _enum_docs(schema: Mapping[str, Any]) -> list[str]:

@@ -46,7 +46,8 @@ def signature(tool: ToolIR) -> str:
         for p in tool.params
     ]
     star = ["*"] if params else []
-    return f"def {tool.ident}({', '.join(star + params)}) -> {tool.returns}:"
+    extra = [f"**{tool.extra}: JSON"] if tool.extra else []
+    return f"def {tool.ident}({', '.join(star + params + extra)}) -> {tool.returns}:"
 
 
 def _tool_docstring(tool: ToolIR) -> str:
@@ -97,8 +98,9 @@ def render_module(tools: list[ToolIR]) -> str:
     # name-mangled. Tool idents never start with `_`, so they cannot shadow the runtime.
     for tool in tools:
         arguments = ", ".join(f"{p.key!r}: {p.ident}" for p in tool.params)
+        extra = f", {tool.extra}" if tool.extra else ""
         out.append(f"\n\n@_tool\n{signature(tool)}\n")
-        out.append(f"    return {_invoke_name(tool)}({tool.name!r}, {{{arguments}}})\n")
+        out.append(f"    return {_invoke_name(tool)}({tool.name!r}, {{{arguments}}}{extra})\n")
     members = "".join(f"    {t.ident!r}: {t.ident},\n" for t in tools)
     out.append(f"\n\ntools = _Namespace('tools', (), {{\n{members}}})\n")
     return "".join(out)

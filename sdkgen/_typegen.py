@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._dialect import for_typing, is_any
 from ._render_types import render_definition
 
 JSON_ALIAS = "JSON"
@@ -50,10 +51,18 @@ class TypeFragment:
 
 
 def build_fragment(
-    input_schema: Mapping[str, Any], output_schema: Mapping[str, Any] | None, prefix: str
+    input_schema: Mapping[str, Any], output_schema: object, prefix: str
 ) -> TypeFragment:
-    """Generate the types of one tool whose type names all start with ``prefix``."""
+    """Generate the types of one tool whose type names all start with ``prefix``.
+
+    An output schema that allows any value (absent, ``{}``, ``true``) is the shared
+    ``JSON`` alias, never a per-tool alias."""
     notes: list[str] = []
+    input_schema = for_typing(input_schema, notes, "input")
+    if is_any(output_schema) or not isinstance(output_schema, Mapping):
+        output_schema = None
+    else:
+        output_schema = for_typing(output_schema, notes, "output")
     has_params = bool(_properties(input_schema))
     want_output = output_schema is not None
     first_try: list[str] = []
@@ -144,7 +153,9 @@ def _reduce(
             return _fallback(input_schema, output_schema, notes)
     _prefix_names(defs, prefix)
     defs = {_bound_name(stmt) or name: stmt for name, stmt in defs.items()}
+    opened = _open_typeddicts(defs)
     _empty_typeddicts_to_mappings(defs, typing_names)
+    opened &= {n for n, stmt in defs.items() if isinstance(stmt, ast.ClassDef | ast.Assign)}
 
     input_name, output_name = f"{prefix}Input", f"{prefix}Output"
     params = _params_from(defs.get(input_name), defs, input_schema)
@@ -152,8 +163,9 @@ def _reduce(
     if output_schema is not None:
         if output_name in defs:
             returns = output_name
-        elif not notes:
+        elif not any(note.startswith(("output", "tool")) for note in notes):
             notes.append("output schema not supported; typed as JSON")
+    params = _widen_inputs(defs, params, returns, opened)
     roots = [ann for _, ann, _ in params] + [returns]
     keep = _reachable(roots, defs)
     rendered = tuple(render_definition(defs[n]) for n in defs if n in keep)
@@ -223,6 +235,88 @@ def _prefix_names(defs: dict[str, ast.stmt], prefix: str) -> None:
                 and node.args[0].value in renames
             ):
                 node.args[0].value = renames[node.args[0].value]
+
+
+def _open_typeddicts(defs: dict[str, ast.stmt]) -> set[str]:
+    """TypedDicts whose object schema accepts other keys. The generator marks the others
+    ``closed=True`` and typed extra keys ``extra_items=...`` (PEP 728, which mypy does not
+    read yet): both keywords are dropped here."""
+    opened = set()
+    for name, stmt in defs.items():
+        if isinstance(stmt, ast.ClassDef):
+            keywords = stmt.keywords
+        elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
+            keywords = stmt.value.keywords
+        else:
+            continue
+        closed = any(
+            k.arg == "closed" and isinstance(k.value, ast.Constant) and k.value.value is True
+            for k in keywords
+        )
+        keywords[:] = [k for k in keywords if k.arg not in ("closed", "extra_items")]
+        if not closed:
+            opened.add(name)
+    return opened
+
+
+def _widen_inputs(
+    defs: dict[str, ast.stmt],
+    params: tuple[tuple[str, str, bool], ...],
+    returns: str,
+    opened: set[str],
+) -> tuple[tuple[str, str, bool], ...]:
+    """Where an argument may be an open object, accept any JSON object too (``T | dict[str,
+    JSON]``): a TypedDict would make a type checker reject keys the host accepts. Types that
+    outputs use as well are left as they are (reading a value stays typed)."""
+    if not opened:
+        return params
+    inputs = _reachable([a for _, a, _ in params], defs)
+    only_inputs = inputs - _reachable([returns], defs)
+    widen = _Widen(opened)
+    for name in only_inputs:
+        stmt = defs[name]
+        if isinstance(stmt, ast.ClassDef):
+            for field in _class_fields(stmt):
+                field.annotation = widen.visit(field.annotation)
+        elif isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
+            call = stmt.value
+            if isinstance(call, ast.Call) and len(call.args) == 2:
+                call.args[1] = widen.visit(call.args[1])  # functional TypedDict: the values
+            else:
+                stmt.value = widen.visit(stmt.value)
+    return tuple(
+        (key, ast.unparse(widen.visit(ast.parse(annotation, mode="eval").body)), required)
+        for key, annotation, required in params
+    )
+
+
+class _Widen(ast.NodeTransformer):
+    def __init__(self, opened: set[str]) -> None:
+        self.opened = opened
+
+    def _either(self, name: str) -> ast.expr:
+        mapping = ast.parse(f"dict[str, {JSON_ALIAS}]", mode="eval").body
+        return ast.BinOp(left=ast.Name(id=name, ctx=ast.Load()), op=ast.BitOr(), right=mapping)
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:  # noqa: N802 - ast.NodeTransformer API
+        return self._either(node.id) if node.id in self.opened else node
+
+    def visit_Constant(self, node: ast.Constant) -> ast.expr:  # noqa: N802
+        # A quoted forward reference (a stub needs no quotes).
+        if isinstance(node.value, str) and node.value in self.opened:
+            return self._either(node.value)
+        return node
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.expr:  # noqa: N802
+        if isinstance(node.value, ast.Name) and node.value.id == "Literal":
+            return node  # values, not references
+        self.generic_visit(node)
+        return node
+
+    def visit_Dict(self, node: ast.Dict) -> ast.expr:  # noqa: N802
+        # Functional TypedDict: keys are field names (strings), never references.
+        node.values = [self.visit(v) for v in node.values]
+        return node
 
 
 def _empty_typeddicts_to_mappings(defs: dict[str, ast.stmt], typing_names: set[str]) -> None:

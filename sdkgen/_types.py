@@ -32,7 +32,8 @@ class ToolSpec:
     name: str
     description: str = ""
     input_schema: Mapping[str, Any] = field(default_factory=lambda: {"type": "object"})
-    output_schema: Mapping[str, Any] | None = None
+    output_schema: Mapping[str, Any] | bool | None = None
+    """``None``, ``{}`` or ``true``: any JSON value (typed as the shared ``JSON`` alias)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,11 +47,15 @@ class ParamBinding:
 
 @dataclass(frozen=True, kw_only=True)
 class ToolBinding:
-    """How one tool appears in the SDK: ``tools.<ident>(**params)`` -> tool ``name``."""
+    """How one tool appears in the SDK: ``tools.<ident>(**params)`` -> tool ``name``.
+
+    ``extra``: the tool's input schema accepts keys besides ``params`` (no
+    ``additionalProperties: false``), so other keyword arguments are sent as they are."""
 
     name: str
     ident: str
     params: tuple[ParamBinding, ...]
+    extra: bool = False
 
     def param_idents(self) -> tuple[str, ...]:
         return tuple(p.ident for p in self.params)

@@ -122,9 +122,16 @@ def products() -> dict[str, Product]:
 @functools.cache
 def sales() -> tuple[Sale, ...]:
     return tuple(
-        Sale(order_id=r["order_id"], date=r["date"], region=r["region"],
-             customer_id=r["customer_id"], sku=r["sku"], quantity=int(r["quantity"]),
-             currency=r["currency"], amount=float(r["amount"]))
+        Sale(
+            order_id=r["order_id"],
+            date=r["date"],
+            region=r["region"],
+            customer_id=r["customer_id"],
+            sku=r["sku"],
+            quantity=int(r["quantity"]),
+            currency=r["currency"],
+            amount=float(r["amount"]),
+        )
         for r in _read_csv("sales.csv")
     )
 
@@ -132,8 +139,14 @@ def sales() -> tuple[Sale, ...]:
 @functools.cache
 def inventory() -> tuple[InventoryLot, ...]:
     return tuple(
-        InventoryLot(warehouse=r["warehouse"], sku=r["sku"], lot=r["lot"], bin=r["bin"],
-                     quantity=int(r["quantity"]), reorder_level=int(r["reorder_level"]))
+        InventoryLot(
+            warehouse=r["warehouse"],
+            sku=r["sku"],
+            lot=r["lot"],
+            bin=r["bin"],
+            quantity=int(r["quantity"]),
+            reorder_level=int(r["reorder_level"]),
+        )
         for r in _read_csv("inventory.csv")
     )
 
@@ -160,8 +173,11 @@ def search_docs(query: str, limit: int) -> list[DocHit]:
         title_words, body_words = _words(doc["title"]), _words(doc["body"])
         score = sum(3 * title_words.count(t) + body_words.count(t) for t in terms)
         if score:
-            scored.append(DocHit(doc_id=doc["doc_id"], title=doc["title"], score=score,
-                                 snippet=doc["body"][:100]))
+            scored.append(
+                DocHit(
+                    doc_id=doc["doc_id"], title=doc["title"], score=score, snippet=doc["body"][:100]
+                )
+            )
     scored.sort(key=lambda hit: (-hit["score"], hit["doc_id"]))
     return scored[:limit]
 
@@ -179,8 +195,13 @@ def list_sales(region: str | None, page: int, page_size: int) -> SalesPage:
     rows = [s for s in sales() if region is None or s["region"] == region]
     start = (page - 1) * page_size
     has_more = start + page_size < len(rows)
-    return SalesPage(rows=rows[start:start + page_size], page=page, page_size=page_size,
-                     total_rows=len(rows), next_page=page + 1 if has_more else None)
+    return SalesPage(
+        rows=rows[start : start + page_size],
+        page=page,
+        page_size=page_size,
+        total_rows=len(rows),
+        next_page=page + 1 if has_more else None,
+    )
 
 
 def get_customer(customer_id: str) -> Customer:
@@ -214,12 +235,17 @@ def lookup_weather(city: str) -> Weather:
     if city not in table:
         raise ValueError(f"no weather station for {city!r}")
     w = table[city]
-    return Weather(city=city, temperature_c=w["temperature_c"], condition=w["condition"],
-                   humidity_pct=w["humidity_pct"])
+    return Weather(
+        city=city,
+        temperature_c=w["temperature_c"],
+        condition=w["condition"],
+        humidity_pct=w["humidity_pct"],
+    )
 
 
 def list_inventory(warehouse: str | None, sku: str | None) -> list[InventoryLot]:
     return [
-        lot for lot in inventory()
+        lot
+        for lot in inventory()
         if warehouse in (None, lot["warehouse"]) and sku in (None, lot["sku"])
     ]

@@ -16,17 +16,64 @@ SEED = 20240611
 DATA_DIR = Path(__file__).with_name("data")
 
 REGIONS = ("AMER", "APAC", "EMEA", "LATAM")
-CURRENCIES = {"USD": 1.0, "EUR": 1.0842, "GBP": 1.2671, "JPY": 0.006412, "BRL": 0.1841,
-              "AUD": 0.6623, "SGD": 0.7418, "CAD": 0.7311}
-REGION_CURRENCIES = {"AMER": ("USD", "CAD"), "APAC": ("JPY", "AUD", "SGD"),
-                     "EMEA": ("EUR", "GBP"), "LATAM": ("BRL", "USD")}
+CURRENCIES = {
+    "USD": 1.0,
+    "EUR": 1.0842,
+    "GBP": 1.2671,
+    "JPY": 0.006412,
+    "BRL": 0.1841,
+    "AUD": 0.6623,
+    "SGD": 0.7418,
+    "CAD": 0.7311,
+}
+REGION_CURRENCIES = {
+    "AMER": ("USD", "CAD"),
+    "APAC": ("JPY", "AUD", "SGD"),
+    "EMEA": ("EUR", "GBP"),
+    "LATAM": ("BRL", "USD"),
+}
 CATEGORIES = ("sensors", "gateways", "cables", "software", "services", "batteries")
 WAREHOUSES = ("W1", "W2", "W3", "W4", "W5")
-CITIES = ("Amsterdam", "Athens", "Bangkok", "Berlin", "Bogota", "Buenos Aires", "Cairo",
-          "Cape Town", "Chicago", "Delhi", "Dublin", "Helsinki", "Istanbul", "Jakarta",
-          "Lagos", "Lima", "Lisbon", "London", "Madrid", "Manila", "Melbourne", "Mexico City",
-          "Montreal", "Nairobi", "Oslo", "Paris", "Prague", "Rome", "Santiago", "Seoul",
-          "Singapore", "Stockholm", "Sydney", "Tokyo", "Toronto", "Vienna", "Warsaw", "Zurich")
+CITIES = (
+    "Amsterdam",
+    "Athens",
+    "Bangkok",
+    "Berlin",
+    "Bogota",
+    "Buenos Aires",
+    "Cairo",
+    "Cape Town",
+    "Chicago",
+    "Delhi",
+    "Dublin",
+    "Helsinki",
+    "Istanbul",
+    "Jakarta",
+    "Lagos",
+    "Lima",
+    "Lisbon",
+    "London",
+    "Madrid",
+    "Manila",
+    "Melbourne",
+    "Mexico City",
+    "Montreal",
+    "Nairobi",
+    "Oslo",
+    "Paris",
+    "Prague",
+    "Rome",
+    "Santiago",
+    "Seoul",
+    "Singapore",
+    "Stockholm",
+    "Sydney",
+    "Tokyo",
+    "Toronto",
+    "Vienna",
+    "Warsaw",
+    "Zurich",
+)
 CONDITIONS = ("sunny", "cloudy", "rain", "snow", "fog", "wind")
 TOPICS = {
     "billing": ("invoice", "refund", "credit note", "payment terms", "VAT", "proration"),
@@ -35,10 +82,42 @@ TOPICS = {
     "shipping": ("customs", "tracking", "returns", "lead time", "warehouse transfer"),
     "api": ("rate limits", "pagination", "webhooks", "idempotency keys", "SDK versions"),
 }
-FIRST = ("Ada", "Bruno", "Chen", "Dalia", "Emeka", "Farah", "Goran", "Hana", "Ivo", "Jun",
-         "Kemal", "Lena", "Mateo", "Nia", "Omar", "Priya", "Quinn", "Rosa", "Sven", "Tariq")
-COMPANY = ("Logistics", "Foods", "Energy", "Health", "Labs", "Retail", "Mobility", "Water",
-           "Farms", "Textiles", "Robotics", "Telecom")
+FIRST = (
+    "Ada",
+    "Bruno",
+    "Chen",
+    "Dalia",
+    "Emeka",
+    "Farah",
+    "Goran",
+    "Hana",
+    "Ivo",
+    "Jun",
+    "Kemal",
+    "Lena",
+    "Mateo",
+    "Nia",
+    "Omar",
+    "Priya",
+    "Quinn",
+    "Rosa",
+    "Sven",
+    "Tariq",
+)
+COMPANY = (
+    "Logistics",
+    "Foods",
+    "Energy",
+    "Health",
+    "Labs",
+    "Retail",
+    "Mobility",
+    "Water",
+    "Farms",
+    "Textiles",
+    "Robotics",
+    "Telecom",
+)
 LEGAL_FORMS = ("Ltd", "GmbH", "SA", "Inc", "BV")
 PRODUCT_LINES = ("Nano", "Edge", "Core", "Flex", "Terra", "Aero")
 SENTENCES = (
@@ -62,13 +141,15 @@ def _docs(rng: random.Random) -> list[dict[str, object]]:
             rng.choice(SENTENCES).format(k=rng.choice(keys), n=rng.choice((7, 14, 30, 60, 90)))
             for _ in range(rng.randint(3, 6))
         )
-        docs.append({
-            "doc_id": f"doc-{i:03d}",
-            "title": f"{keys[0].capitalize()} and {keys[1]}: {topic} guide #{i}",
-            "topic": topic,
-            "updated": f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
-            "body": body,
-        })
+        docs.append(
+            {
+                "doc_id": f"doc-{i:03d}",
+                "title": f"{keys[0].capitalize()} and {keys[1]}: {topic} guide #{i}",
+                "topic": topic,
+                "updated": f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+                "body": body,
+            }
+        )
     return docs
 
 
@@ -90,7 +171,7 @@ def _products(rng: random.Random) -> list[dict[str, object]]:
         {
             "sku": f"SKU-{i:04d}",
             "name": f"{rng.choice(PRODUCT_LINES)} {rng.choice(CATEGORIES)[:-1].capitalize()} "
-                    f"{rng.randint(1, 9)}{rng.choice('ABCX')}",
+            f"{rng.randint(1, 9)}{rng.choice('ABCX')}",
             "category": rng.choice(CATEGORIES),
             "unit_price_usd": round(rng.uniform(4, 900), 2),
         }
@@ -98,8 +179,9 @@ def _products(rng: random.Random) -> list[dict[str, object]]:
     ]
 
 
-def _sales(rng: random.Random, customers: list[dict[str, object]],
-           products: list[dict[str, object]]) -> list[dict[str, object]]:
+def _sales(
+    rng: random.Random, customers: list[dict[str, object]], products: list[dict[str, object]]
+) -> list[dict[str, object]]:
     rows = []
     for i in range(1, 2001):
         customer = rng.choice(customers)
@@ -108,16 +190,18 @@ def _sales(rng: random.Random, customers: list[dict[str, object]],
         currency = rng.choice(REGION_CURRENCIES[region])
         quantity = rng.randint(1, 40)
         usd = float(str(product["unit_price_usd"])) * quantity
-        rows.append({
-            "order_id": f"O{i:05d}",
-            "date": f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
-            "region": region,
-            "customer_id": customer["customer_id"],
-            "sku": product["sku"],
-            "quantity": quantity,
-            "currency": currency,
-            "amount": round(usd / CURRENCIES[currency], 2),
-        })
+        rows.append(
+            {
+                "order_id": f"O{i:05d}",
+                "date": f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+                "region": region,
+                "customer_id": customer["customer_id"],
+                "sku": product["sku"],
+                "quantity": quantity,
+                "currency": currency,
+                "amount": round(usd / CURRENCIES[currency], 2),
+            }
+        )
     return rows
 
 
@@ -162,8 +246,11 @@ def main(out_dir: Path = DATA_DIR) -> None:
             writer.writeheader()
             writer.writerows(tables[name])
     weather = {
-        city: {"temperature_c": round(rng.uniform(-8, 36), 1), "condition": rng.choice(CONDITIONS),
-               "humidity_pct": rng.randint(20, 95)}
+        city: {
+            "temperature_c": round(rng.uniform(-8, 36), 1),
+            "condition": rng.choice(CONDITIONS),
+            "humidity_pct": rng.randint(20, 95),
+        }
         for city in CITIES
     }
     reference = {"exchange_rates_usd_per_unit": CURRENCIES, "weather": weather}

@@ -111,19 +111,38 @@ def _definitions() -> list[Any]:
         count = polls[job_id] = polls.get(job_id, 0) + 1
         needed = polls_until_done(job_id)
         if count >= needed:
-            result = JobResult(rows_processed=1000 + 17 * needed,
-                               output_uri=f"s3://exports/{job_id}.csv")
+            result = JobResult(
+                rows_processed=1000 + 17 * needed, output_uri=f"s3://exports/{job_id}.csv"
+            )
             return JobStatus(job_id=job_id, state="done", polls=count, result=result)
         state = "queued" if count == 1 else "running"
         return JobStatus(job_id=job_id, state=state, polls=count, result=None)
 
-    return [search_docs, read_doc, list_sales, get_customer, list_products, get_product,
-            get_exchange_rate, lookup_weather, list_inventory, job_status]
+    return [
+        search_docs,
+        read_doc,
+        list_sales,
+        get_customer,
+        list_products,
+        get_product,
+        get_exchange_rate,
+        lookup_weather,
+        list_inventory,
+        job_status,
+    ]
 
 
 EXAMPLE_TOOL_NAMES = (
-    "search_docs", "read_doc", "list_sales", "get_customer", "list_products", "get_product",
-    "get_exchange_rate", "lookup_weather", "list_inventory", "job_status",
+    "search_docs",
+    "read_doc",
+    "list_sales",
+    "get_customer",
+    "list_products",
+    "get_product",
+    "get_exchange_rate",
+    "lookup_weather",
+    "list_inventory",
+    "job_status",
 )
 
 

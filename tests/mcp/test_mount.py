@@ -72,7 +72,7 @@ async def test_values_content_and_errors_follow_the_mapping(
     assert fail.error.message == "the toy refuses: no"  # type: ignore[union-attr]
 
     bad = await call("bad_output", {})
-    assert code(bad) == "INVALID_OUTPUT" and "'many' is not of type 'integer'" in str(bad.error)
+    assert code(bad) == "INVALID_OUTPUT" and '"many" is not of type "integer"' in str(bad.error)
 
     invalid = await call("add", {"a": "two", "b": 3})  # ptc checks arguments first
     assert code(invalid) == "INVALID_ARGS"

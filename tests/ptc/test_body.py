@@ -226,7 +226,7 @@ async def test_a_tool_return_value_still_meets_the_output_schema() -> None:
     runtime.register(returning(42, [IMAGE], {"type": "string"}))
     result = await runtime.root.call("shown", {})
     assert code(result) == "INVALID_OUTPUT"
-    assert "42 is not of type 'string'" in result.error.message  # type: ignore[union-attr]
+    assert '42 is not of type "string"' in result.error.message  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(

@@ -91,9 +91,9 @@ async def test_invalid_args_lists_every_error_with_its_json_path() -> None:
     message = result.error.message  # type: ignore[union-attr]
     for fragment in (
         "$.n: 9 is greater than",
-        "$.deep.k: 'b' is not one of",
-        "'q' is a required",
-        "('x' was unexpected)",
+        '$.deep.k: "b" is not one of ["a"]',
+        '$: "q" is a required property',
+        '$: unexpected property "x"',
     ):
         assert fragment in message
 
@@ -427,7 +427,7 @@ async def test_tool_exception_becomes_tool_error(runtime: ptc.ToolRuntime) -> No
 
 @pytest.mark.parametrize(
     ("value", "fragment"),
-    [("text", "is not of type 'integer'"), (math.nan, "non-JSON"), ((1,), "non-JSON")],
+    [("text", '"text" is not of type "integer"'), (math.nan, "non-JSON"), ((1,), "non-JSON")],
 )
 async def test_output_validation(value: Any, fragment: str) -> None:
     runtime = ptc.ToolRuntime()

@@ -19,6 +19,7 @@ SPECS = [
             "type": "object",
             "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
             "required": ["query"],
+            "additionalProperties": False,
         },
         output_schema={"type": "array"},
     ),
@@ -29,9 +30,12 @@ SPECS = [
             "type": "object",
             "properties": {"doc_id": {"type": "string"}, "from": {"type": "integer"}},
             "required": ["doc_id"],
+            "additionalProperties": False,
         },
         output_schema={"type": "object"},
     ),
+    # An open input (no `additionalProperties: false`): the host accepts other keys.
+    sdkgen.ToolSpec(name="log", input_schema={"type": "object", "properties": {"m": {}}}),
 ]
 
 
@@ -53,6 +57,7 @@ def check(code: str, sdk: sdkgen.Sdk, profile: str = "python") -> PreflightError
         "return tools.read_doc(doc_id='d', from_=3)",
         "return tools.search_docs.map([{'query': 'a'}, {'nope': 1}])",  # keys: run time
         "kw = {'query': 'a'}\nreturn tools.search_docs(**kw)",  # keys unknown until run time
+        "return tools.log(m=1, anything_else=2)",  # an open input accepts other keys
         "def helper():\n    return tools.search_docs(query='q')\nreturn helper()",
         "return parallel(lambda: tools.search_docs(query='a'), lambda: tools.read_doc(doc_id='x'))",
         "",
@@ -96,7 +101,7 @@ def test_an_unknown_tool_lists_the_valid_names(sdk: sdkgen.Sdk) -> None:
     assert problem is not None and problem.kind == "preflight"
     assert problem.detail.startswith("line 2: tools.search_doc does not exist")
     assert "did you mean 'search_docs'" in problem.detail
-    assert problem.detail.endswith("valid names: tools.read_doc, tools.search_docs")
+    assert problem.detail.endswith("valid names: tools.log, tools.read_doc, tools.search_docs")
 
 
 @pytest.mark.parametrize(

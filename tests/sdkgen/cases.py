@@ -18,6 +18,7 @@ _PASSENGER = {
         "kind": {"enum": ["adult", "child", "infant"]},
     },
     "required": ["name", "kind"],
+    "additionalProperties": False,
 }
 
 CASES: dict[str, list[ToolSpec]] = {
@@ -41,6 +42,7 @@ CASES: dict[str, list[ToolSpec]] = {
                     "max_price": {"type": "number", "exclusiveMinimum": 0},
                 },
                 "required": ["route", "passengers"],
+                "additionalProperties": False,
             },
             output_schema={
                 "type": "object",
@@ -111,6 +113,7 @@ CASES: dict[str, list[ToolSpec]] = {
                     },
                 },
                 "required": ["status"],
+                "additionalProperties": False,
             },
             output_schema={
                 "type": "object",
@@ -207,11 +210,99 @@ CASES: dict[str, list[ToolSpec]] = {
         ToolSpec(
             name="now",
             description="The current time.",
-            input_schema={"type": "object", "properties": {}},
+            input_schema={"type": "object", "properties": {}, "additionalProperties": False},
             output_schema={
                 "type": "object",
                 "properties": {"iso": {"type": "string", "format": "date-time"}},
                 "required": ["iso"],
+            },
+        )
+    ],
+    "open_objects": [
+        ToolSpec(
+            name="annotate",
+            description="Label a record; other keys are kept as they are.",
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "record": {
+                        "type": "object",
+                        "properties": {
+                            "id": {"type": "string"},
+                            "meta": {
+                                "type": "object",
+                                "properties": {"source": {"type": "string"}},
+                            },
+                        },
+                        "required": ["id"],
+                    },
+                    "label": {"type": "string"},
+                    "extra": {"type": "integer", "description": "Takes the usual ** name."},
+                },
+                "required": ["record"],
+            },
+            output_schema={
+                "type": "object",
+                "properties": {
+                    "record": {"type": "object", "properties": {"id": {"type": "string"}}}
+                },
+            },
+        ),
+        ToolSpec(
+            name="anything", description="No declared parameters: any keys go.", output_schema={}
+        ),
+        ToolSpec(
+            name="patterned",
+            description="Keys matching a pattern are accepted besides the declared ones.",
+            input_schema={
+                "type": "object",
+                "properties": {"name": {"type": "string"}},
+                "patternProperties": {"^x-": {"type": "string"}},
+                "additionalProperties": False,
+            },
+            output_schema=True,
+        ),
+    ],
+    "dialects": [
+        ToolSpec(
+            name="legacy_range",
+            description="draft-04: a boolean exclusiveMinimum.",
+            input_schema={
+                "$schema": "http://json-schema.org/draft-04/schema#",
+                "type": "object",
+                "properties": {"low": {"type": "number", "minimum": 0, "exclusiveMinimum": True}},
+                "required": ["low"],
+                "additionalProperties": False,
+            },
+        ),
+        ToolSpec(
+            name="pair",
+            description="draft-07: items as an array (a tuple).",
+            input_schema={
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                "type": "object",
+                "properties": {
+                    "point": {"type": "array", "items": [{"type": "number"}, {"type": "string"}]}
+                },
+                "required": ["point"],
+                "additionalProperties": False,
+            },
+            output_schema={
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                "type": "array",
+                "items": [{"type": "number"}, {"type": "string"}],
+                "additionalItems": {"type": "boolean"},
+            },
+        ),
+    ],
+    "long_name": [
+        ToolSpec(
+            name="mcp.server-" + "very_long_segment." * 6 + "x" * 9,
+            description="A 128-character name (MCP's limit).",
+            input_schema={
+                "type": "object",
+                "properties": {"q": {"type": "string"}},
+                "additionalProperties": False,
             },
         )
     ],

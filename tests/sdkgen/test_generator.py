@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,82 @@ def test_duplicate_tool_names_are_rejected() -> None:
 def test_unsupported_schemas_fall_back_to_json_and_say_so() -> None:
     sdk = sdkgen.generate(CASES["unsupported"])
     assert "# odd: input schema not supported" in sdk.stub
-    assert "def odd(*, x: JSON = ...) -> JSON:" in sdk.stub
+    assert "def odd(*, x: JSON = ..., **extra: JSON) -> JSON:" in sdk.stub
+
+
+@pytest.mark.parametrize(
+    "output", [None, {}, True, {"description": "Anything.", "title": "Result"}]
+)
+def test_an_output_that_allows_any_value_is_the_shared_json_alias(output: Any) -> None:
+    sdk = sdkgen.generate([sdkgen.ToolSpec(name="fetch", output_schema=output)])
+    assert "def fetch(**extra: JSON) -> JSON:" in sdk.stub
+    assert "FetchOutput" not in sdk.stub and ": TypeAlias = Any" not in sdk.stub
+
+
+def test_draft_forms_are_read_as_their_2020_12_equivalents() -> None:
+    stub = sdkgen.generate(CASES["dialects"]).stub
+    assert "def legacy_range(*, low: float) -> JSON:" in stub
+    assert "low: exclusiveMinimum: 0" in stub and "minimum: 0" not in stub.replace("Min", "")
+    assert "def pair(*, point: list[float | str]) -> PairOutput:" in stub
+    assert 'point: items in order: "number", "string"' in stub
+    assert "PairOutput: TypeAlias = list[float | str | bool]" in stub
+
+
+def test_open_objects_accept_other_keys_and_closed_ones_do_not() -> None:
+    stub = sdkgen.generate(CASES["open_objects"] + CASES["nested"]).stub
+    # open: the top level gets **extra; nested input objects also take any JSON object
+    assert "record: AnnotateInputRecord | dict[str, JSON]" in stub
+    assert "meta: NotRequired[AnnotateInputRecordMeta | dict[str, JSON]]" in stub
+    assert "extra: int = ..., **extra_: JSON) -> AnnotateOutput:" in stub
+    assert "record: NotRequired[AnnotateOutputRecord]" in stub  # outputs stay strict
+    assert "def patterned(*, name: str = ..., **extra: JSON)" in stub
+    # closed (additionalProperties: false): strict signature and TypedDict, no PEP 728 keywords
+    assert "passengers: list[SearchFlightsInputPassenger]," in stub
+    assert "max_price: float = ...) -> SearchFlightsOutput:" in stub
+    assert "closed=" not in stub and "extra_items=" not in stub
+
+
+def test_a_non_local_ref_is_never_followed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "secret.json").write_text('{"type": "object", "properties": {"pin": {}}}')
+    monkeypatch.chdir(tmp_path)
+    opened: list[str] = []
+
+    def audit(event: str, args: tuple[Any, ...]) -> None:
+        if event == "open" and "secret.json" in str(args[0]):
+            opened.append(str(args[0]))
+
+    sys.addaudithook(audit)  # hooks cannot be removed; this one only records one name
+    refs = ["secret.json", (tmp_path / "secret.json").as_uri(), "http://127.0.0.1:9/s.json"]
+    for ref in refs:
+        schema = {"type": "object", "properties": {"a": {"$ref": ref, "description": "A."}}}
+        sdk = sdkgen.SdkGenerator().generate([sdkgen.ToolSpec(name="t", input_schema=schema)])
+        assert "not followed (only local references)" in sdk.stub
+        assert "def t(*, a: Any = ..., **extra: JSON) -> JSON:" in sdk.stub  # any value
+    assert opened == []
+
+
+def test_a_schema_nested_past_any_sane_depth_is_typed_as_json_or_refused_clearly() -> None:
+    # Python's default limit (an in-process mypy run raises it for the whole process)
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        _deep_schemas()
+    finally:
+        sys.setrecursionlimit(before)
+
+
+def _deep_schemas() -> None:
+    deep: dict[str, Any] = {"type": "string"}
+    for _ in range(300):
+        deep = {"type": "object", "properties": {"a": deep}}
+    sdk = sdkgen.SdkGenerator().generate(
+        [sdkgen.ToolSpec(name="t", input_schema={"type": "object", "properties": {"x": deep}})]
+    )
+    assert "nested deeper than 200 levels; typed as JSON" in sdk.stub
+    for _ in range(3000):
+        deep = {"type": "object", "properties": {"a": deep}}
+    with pytest.raises(ValueError, match="tool 't': schema nested too deeply"):
+        sdkgen.generate([sdkgen.ToolSpec(name="t", input_schema=deep)])
 
 
 def test_optional_params_show_ellipsis_and_docstrings_carry_constraints() -> None:

@@ -23,15 +23,27 @@ SEARCH = sdkgen.ToolSpec(
             "limit": {"type": "integer", "default": 10},
         },
         "required": ["query"],
+        "additionalProperties": False,
     },
     output_schema={"type": "object", "properties": {"hits": {"type": "array"}}},
 )
-PING = sdkgen.ToolSpec(name="ping")
+PING = sdkgen.ToolSpec(name="ping", input_schema={"type": "object", "additionalProperties": False})
+# No `additionalProperties: false`: the host accepts other keys, so the SDK sends them.
+TAG = sdkgen.ToolSpec(
+    name="tag",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "from": {"type": "string"},
+            "ids": {"type": "array", "items": {"type": "integer"}},
+        },
+    },
+)
 
 
 @pytest.fixture(scope="module")
 def sdk() -> sdkgen.Sdk:
-    return sdkgen.generate([SEARCH, PING])
+    return sdkgen.generate([SEARCH, PING, TAG])
 
 
 def _failing_on(bad: str) -> FakeTransport:
@@ -72,6 +84,53 @@ def test_bad_arguments_raise_type_error_naming_the_valid_ones(
     with pytest.raises(TypeError, match=message.replace("(", r"\(").replace(")", r"\)")):
         call(ns["tools"])
     assert transport.batches == []
+
+
+def test_an_open_input_sends_other_keywords_as_they_are(sdk: sdkgen.Sdk) -> None:
+    transport = FakeTransport()
+    tools = load_module(sdk, transport)["tools"]
+    tools.tag(from_="me", other=1, **{"x-trace": "t"})
+    tools.tag.map([{"colour": "red"}])
+    assert transport.batches == [
+        [("tag", {"from": "me", "other": 1, "x-trace": "t"})],
+        [("tag", {"colour": "red"})],
+    ]
+    binding = {b.ident: b for b in sdk.tools}
+    assert binding["tag"].extra and not binding["web_search"].extra
+    assert "def tag(*, from_: str = ..., ids: list[int] = ..., **extra: JSON)" in sdk.stub
+
+
+def test_an_extra_keyword_may_not_carry_a_declared_key(sdk: sdkgen.Sdk) -> None:
+    transport = FakeTransport()
+    tools = load_module(sdk, transport)["tools"]
+    with pytest.raises(TypeError, match="'from' must be passed by parameter name"):
+        tools.tag(**{"from": "me"})
+    assert transport.batches == []
+
+
+def test_tuples_are_sent_as_lists_at_any_depth(sdk: sdkgen.Sdk) -> None:
+    transport = FakeTransport()
+    ns = load_module(sdk, transport)
+    ns["tools"].tag(ids=(1, 2), nested={"pairs": [(1, "a"), (2, ("b",))]})
+    ns["parallel"](lambda: ns["tools"].tag(ids=(3,)))
+    sent = [args for batch in transport.batches for _, args in batch]
+    assert sent == [{"ids": [1, 2], "nested": {"pairs": [[1, "a"], [2, ["b"]]]}}, {"ids": [3]}]
+    assert all(type(v) is list for v in (sent[0]["ids"], sent[0]["nested"]["pairs"][1][1]))
+
+
+def test_tuples_deeper_than_the_protocol_allows_are_left_for_the_transport_to_refuse(
+    sdk: sdkgen.Sdk,
+) -> None:
+    transport = FakeTransport()
+    deep: object = ()
+    for _ in range(1000):
+        deep = (deep,)
+    load_module(sdk, transport)["tools"].tag(ids=deep)  # no RecursionError on the way
+    value = transport.batches[0][0][1]["ids"]
+    depth = 0
+    while type(value) is list:
+        value, depth = value[0], depth + 1
+    assert type(value) is tuple and depth == 200
 
 
 def test_a_failed_call_raises_tool_call_error(sdk: sdkgen.Sdk) -> None:
@@ -166,7 +225,7 @@ def test_tools_is_read_only_and_names_available_tools(sdk: sdkgen.Sdk) -> None:
         tools.ping.anything = 1
     with pytest.raises(TypeError):
         tools()
-    with pytest.raises(AttributeError, match="available: ping, web_search"):
+    with pytest.raises(AttributeError, match="available: ping, tag, web_search"):
         _ = tools.nope
 
 

@@ -34,9 +34,35 @@ def _send(calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
     return [payload for _ok, payload in answers]
 
 
-def _invoke(tool: str, arguments: dict[str, Any]) -> Any:
+# JSON has no tuples: a tuple passed where the schema wants an array is sent as a list.
+# Deeper than the protocol's nesting limit nothing is converted (the transport refuses it).
+_MAX_DEPTH = 200
+
+
+def _as_lists(value: Any, depth: int = 0) -> Any:
+    kind = type(value)
+    if depth > _MAX_DEPTH:
+        return value
+    if kind is tuple or kind is list:
+        return [_as_lists(item, depth + 1) for item in value]
+    if kind is dict:
+        return {key: _as_lists(item, depth + 1) for key, item in value.items()}
+    return value
+
+
+def _invoke(tool: str, arguments: dict[str, Any], extra: dict[str, Any] | None = None) -> Any:
     # `...` is the default of every optional parameter: left out means not sent.
     sent = {key: value for key, value in arguments.items() if value is not ...}
+    if extra:
+        # Other keys an open input schema accepts; a declared key goes by its parameter.
+        clash = sorted(key for key in extra if key in arguments)
+        if clash:
+            raise TypeError(
+                f"{tool}: {', '.join(map(repr, clash))} must be passed by parameter name, "
+                "not as an extra keyword"
+            )
+        sent.update(extra)
+    sent = _as_lists(sent)
     recorded = getattr(_recording, "calls", None)
     if recorded is not None:
         marker = _Pending()
@@ -83,7 +109,8 @@ def parallel(*thunks: object) -> list[Any]:
 class _Tool:
     """``tools.<ident>``: call it with keyword arguments, or ``.map`` a list of them."""
 
-    __slots__ = ("_fn", "_ident", "_params", "_required")
+    __slots__ = ("_extra", "_fn", "_ident", "_params", "_required")
+    _extra: bool
     _fn: Callable[..., Any]
     _ident: str
     _params: tuple[str, ...]
@@ -94,6 +121,7 @@ class _Tool:
         params = code.co_varnames[code.co_argcount : code.co_argcount + code.co_kwonlyargcount]
         defaults = fn.__kwdefaults__ or {}
         for slot, value in (
+            ("_extra", bool(code.co_flags & 0x08)),  # inspect.CO_VARKEYWORDS: `**extra`
             ("_fn", fn),
             ("_ident", fn.__name__),
             ("_params", params),
@@ -110,7 +138,7 @@ class _Tool:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if args:
             raise TypeError(f"tools.{self._ident}() takes keyword arguments only")
-        unknown = sorted(k for k in kwargs if k not in self._params)
+        unknown = [] if self._extra else sorted(k for k in kwargs if k not in self._params)
         if unknown:
             valid = ", ".join(self._params) or "none"
             raise TypeError(
@@ -161,23 +189,43 @@ __sdk__ = _invoke
 
 
 @_tool
-def class_(*, from_: str, import_: bool = ..., filter: str = ...) -> ClassOutput:
-    return __sdk__('class', {'from': from_, 'import': import_, 'filter': filter})
+def annotate(*, record: AnnotateInputRecord | dict[str, JSON], label: str = ..., extra: int = ..., **extra_: JSON) -> AnnotateOutput:
+    return __sdk__('annotate', {'record': record, 'label': label, 'extra': extra}, extra_)
 
 
 @_tool
-def get_weather_v2(*, my_city_2: str, p_2fa: str = ..., my_city: str = ...) -> GetWeatherV2Output:
-    return __sdk__('get-weather.v2', {'my-city': my_city_2, '2fa': p_2fa, 'my_city': my_city})
+def anything(**extra: JSON) -> JSON:
+    return __sdk__('anything', {}, extra)
 
 
 @_tool
-def list_() -> JSON:
-    return __sdk__('list', {})
+def class_(*, from_: str, import_: bool = ..., filter: str = ..., **extra: JSON) -> ClassOutput:
+    return __sdk__('class', {'from': from_, 'import': import_, 'filter': filter}, extra)
 
 
 @_tool
-def log_event(*, message: str) -> JSON:
-    return __sdk__('log_event', {'message': message})
+def get_weather_v2(*, my_city_2: str, p_2fa: str = ..., my_city: str = ..., **extra: JSON) -> GetWeatherV2Output:
+    return __sdk__('get-weather.v2', {'my-city': my_city_2, '2fa': p_2fa, 'my_city': my_city}, extra)
+
+
+@_tool
+def legacy_range(*, low: float) -> JSON:
+    return __sdk__('legacy_range', {'low': low})
+
+
+@_tool
+def list_(**extra: JSON) -> JSON:
+    return __sdk__('list', {}, extra)
+
+
+@_tool
+def log_event(*, message: str, **extra: JSON) -> JSON:
+    return __sdk__('log_event', {'message': message}, extra)
+
+
+@_tool
+def mcp_server_very_long_segment_very_long_segment_very_long_segment_very_long_segment_very_long_segment_very_long_segment_xxxxxxxxx(*, q: str = ...) -> JSON:
+    return __sdk__('mcp.server-very_long_segment.very_long_segment.very_long_segment.very_long_segment.very_long_segment.very_long_segment.xxxxxxxxx', {'q': q})
 
 
 @_tool
@@ -186,17 +234,27 @@ def now() -> NowOutput:
 
 
 @_tool
-def odd(*, x: JSON = ...) -> JSON:
-    return __sdk__('odd', {'x': x})
+def odd(*, x: JSON = ..., **extra: JSON) -> JSON:
+    return __sdk__('odd', {'x': x}, extra)
 
 
 @_tool
-def pay(*, method: PayInputMethod | PayInputMethod1, amount: int | float, note: str | None = ..., tags: dict[str, str] = ...) -> PayOutput:
-    return __sdk__('pay', {'method': method, 'amount': amount, 'note': note, 'tags': tags})
+def pair(*, point: list[float | str]) -> PairOutput:
+    return __sdk__('pair', {'point': point})
 
 
 @_tool
-def search_flights(*, route: SearchFlightsInputRoute, passengers: list[SearchFlightsInputPassenger], max_price: float = ...) -> SearchFlightsOutput:
+def patterned(*, name: str = ..., **extra: JSON) -> JSON:
+    return __sdk__('patterned', {'name': name}, extra)
+
+
+@_tool
+def pay(*, method: PayInputMethod | dict[str, JSON] | (PayInputMethod1 | dict[str, JSON]), amount: int | float, note: str | None = ..., tags: dict[str, str] = ..., **extra: JSON) -> PayOutput:
+    return __sdk__('pay', {'method': method, 'amount': amount, 'note': note, 'tags': tags}, extra)
+
+
+@_tool
+def search_flights(*, route: SearchFlightsInputRoute | dict[str, JSON], passengers: list[SearchFlightsInputPassenger], max_price: float = ...) -> SearchFlightsOutput:
     return __sdk__('search_flights', {'route': route, 'passengers': passengers, 'max_price': max_price})
 
 
@@ -206,27 +264,33 @@ def set_status(*, status: Literal['open', 'closed', 'wontfix'], level: Literal[1
 
 
 @_tool
-def tools__2() -> JSON:
-    return __sdk__('tools', {})
+def tools__2(**extra: JSON) -> JSON:
+    return __sdk__('tools', {}, extra)
 
 
 @_tool
-def tools_() -> JSON:
-    return __sdk__('tools_', {})
+def tools_(**extra: JSON) -> JSON:
+    return __sdk__('tools_', {}, extra)
 
 
 @_tool
-def tree_walk(*, root: TreeWalkInputNode) -> TreeWalkOutput:
-    return __sdk__('tree_walk', {'root': root})
+def tree_walk(*, root: TreeWalkInputNode | dict[str, JSON], **extra: JSON) -> TreeWalkOutput:
+    return __sdk__('tree_walk', {'root': root}, extra)
 
 
 tools = _Namespace('tools', (), {
+    'annotate': annotate,
+    'anything': anything,
     'class_': class_,
     'get_weather_v2': get_weather_v2,
+    'legacy_range': legacy_range,
     'list_': list_,
     'log_event': log_event,
+    'mcp_server_very_long_segment_very_long_segment_very_long_segment_very_long_segment_very_long_segment_very_long_segment_xxxxxxxxx': mcp_server_very_long_segment_very_long_segment_very_long_segment_very_long_segment_very_long_segment_very_long_segment_xxxxxxxxx,
     'now': now,
     'odd': odd,
+    'pair': pair,
+    'patterned': patterned,
     'pay': pay,
     'search_flights': search_flights,
     'set_status': set_status,

@@ -21,6 +21,16 @@ def _tool(f: Callable[_P, _R]) -> _Tool[_P, _R]: ...
 def parallel(*thunks: Callable[[], Any]) -> list[Any]:
     """parallel(lambda: tools.a(x=1), lambda: tools.b()): one batch; results in order."""
 
+class AnnotateInputRecordMeta(TypedDict):
+    source: NotRequired[str]
+class AnnotateInputRecord(TypedDict):
+    id: str
+    meta: NotRequired[AnnotateInputRecordMeta | dict[str, JSON]]
+class AnnotateOutputRecord(TypedDict):
+    id: NotRequired[str]
+class AnnotateOutput(TypedDict):
+    record: NotRequired[AnnotateOutputRecord]
+
 ClassOutput: TypeAlias = str
 
 GetWeatherV2Output = TypedDict('GetWeatherV2Output', {
@@ -33,6 +43,8 @@ class NowOutput(TypedDict):
 
 # odd: input schema not supported (SchemaParseError); typed as JSON
 # odd: output schema not supported (SchemaParseError); typed as JSON
+
+PairOutput: TypeAlias = list[float | str | bool]
 
 class PayInputMethod(TypedDict):
     card_number: str
@@ -62,38 +74,65 @@ class SetStatusOutput(TypedDict):
 
 class TreeWalkInputNode(TypedDict):
     label: str
-    children: NotRequired[list[TreeWalkInputNode]]
+    children: NotRequired[list[TreeWalkInputNode | dict[str, JSON]]]
 TreeWalkOutputCount: TypeAlias = int
 class TreeWalkOutput(TypedDict):
     visited: TreeWalkOutputCount
 
 class tools:
     @_tool
-    def class_(*, from_: str, import_: bool = ..., filter: str = ...) -> ClassOutput:
+    def annotate(*, record: AnnotateInputRecord | dict[str, JSON], label: str = ..., extra: int = ..., **extra_: JSON) -> AnnotateOutput:
+        """Label a record; other keys are kept as they are.
+
+        extra: Takes the usual ** name.
+        """
+    @_tool
+    def anything(**extra: JSON) -> JSON:
+        """No declared parameters: any keys go."""
+    @_tool
+    def class_(*, from_: str, import_: bool = ..., filter: str = ..., **extra: JSON) -> ClassOutput:
         """A keyword as a tool name."""
     @_tool
-    def get_weather_v2(*, my_city_2: str, p_2fa: str = ..., my_city: str = ...) -> GetWeatherV2Output:
+    def get_weather_v2(*, my_city_2: str, p_2fa: str = ..., my_city: str = ..., **extra: JSON) -> GetWeatherV2Output:
         """Weather with odd keys."""
     @_tool
-    def list_() -> JSON:
+    def legacy_range(*, low: float) -> JSON:
+        """draft-04: a boolean exclusiveMinimum.
+
+        low: exclusiveMinimum: 0
+        """
+    @_tool
+    def list_(**extra: JSON) -> JSON:
         """A builtin as a tool name."""
     @_tool
-    def log_event(*, message: str) -> JSON:
+    def log_event(*, message: str, **extra: JSON) -> JSON:
         """Log an event. Quotes \"\"\" and a \\ backslash survive.
 
         message: maxLength: 200
         """
     @_tool
+    def mcp_server_very_long_segment_very_long_segment_very_long_segment_very_long_segment_very_long_segment_very_long_segment_xxxxxxxxx(*, q: str = ...) -> JSON:
+        """A 128-character name (MCP's limit)."""
+    @_tool
     def now() -> NowOutput:
         """The current time."""
     @_tool
-    def odd(*, x: JSON = ...) -> JSON:
+    def odd(*, x: JSON = ..., **extra: JSON) -> JSON:
         """Schemas the generator cannot handle fall back to JSON."""
     @_tool
-    def pay(*, method: PayInputMethod | PayInputMethod1, amount: int | float, note: str | None = ..., tags: dict[str, str] = ...) -> PayOutput:
+    def pair(*, point: list[float | str]) -> PairOutput:
+        """draft-07: items as an array (a tuple).
+
+        point: items in order: "number", "string"
+        """
+    @_tool
+    def patterned(*, name: str = ..., **extra: JSON) -> JSON:
+        """Keys matching a pattern are accepted besides the declared ones."""
+    @_tool
+    def pay(*, method: PayInputMethod | dict[str, JSON] | (PayInputMethod1 | dict[str, JSON]), amount: int | float, note: str | None = ..., tags: dict[str, str] = ..., **extra: JSON) -> PayOutput:
         """Pay with a card or a voucher."""
     @_tool
-    def search_flights(*, route: SearchFlightsInputRoute, passengers: list[SearchFlightsInputPassenger], max_price: float = ...) -> SearchFlightsOutput:
+    def search_flights(*, route: SearchFlightsInputRoute | dict[str, JSON], passengers: list[SearchFlightsInputPassenger], max_price: float = ...) -> SearchFlightsOutput:
         """Find flights between two airports.
 
         Results are sorted by price.
@@ -110,11 +149,11 @@ class tools:
         level: 1=low; 2=high
         """
     @_tool
-    def tools__2() -> JSON:
+    def tools__2(**extra: JSON) -> JSON:
         """Collides with the namespace."""
     @_tool
-    def tools_() -> JSON:
+    def tools_(**extra: JSON) -> JSON:
         """Keeps its name."""
     @_tool
-    def tree_walk(*, root: TreeWalkInputNode) -> TreeWalkOutput:
+    def tree_walk(*, root: TreeWalkInputNode | dict[str, JSON], **extra: JSON) -> TreeWalkOutput:
         """Walk a tree of nodes."""

@@ -34,9 +34,35 @@ def _send(calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
     return [payload for _ok, payload in answers]
 
 
-def _invoke(tool: str, arguments: dict[str, Any]) -> Any:
+# JSON has no tuples: a tuple passed where the schema wants an array is sent as a list.
+# Deeper than the protocol's nesting limit nothing is converted (the transport refuses it).
+_MAX_DEPTH = 200
+
+
+def _as_lists(value: Any, depth: int = 0) -> Any:
+    kind = type(value)
+    if depth > _MAX_DEPTH:
+        return value
+    if kind is tuple or kind is list:
+        return [_as_lists(item, depth + 1) for item in value]
+    if kind is dict:
+        return {key: _as_lists(item, depth + 1) for key, item in value.items()}
+    return value
+
+
+def _invoke(tool: str, arguments: dict[str, Any], extra: dict[str, Any] | None = None) -> Any:
     # `...` is the default of every optional parameter: left out means not sent.
     sent = {key: value for key, value in arguments.items() if value is not ...}
+    if extra:
+        # Other keys an open input schema accepts; a declared key goes by its parameter.
+        clash = sorted(key for key in extra if key in arguments)
+        if clash:
+            raise TypeError(
+                f"{tool}: {', '.join(map(repr, clash))} must be passed by parameter name, "
+                "not as an extra keyword"
+            )
+        sent.update(extra)
+    sent = _as_lists(sent)
     recorded = getattr(_recording, "calls", None)
     if recorded is not None:
         marker = _Pending()
@@ -83,7 +109,8 @@ def parallel(*thunks: object) -> list[Any]:
 class _Tool:
     """``tools.<ident>``: call it with keyword arguments, or ``.map`` a list of them."""
 
-    __slots__ = ("_fn", "_ident", "_params", "_required")
+    __slots__ = ("_extra", "_fn", "_ident", "_params", "_required")
+    _extra: bool
     _fn: Callable[..., Any]
     _ident: str
     _params: tuple[str, ...]
@@ -94,6 +121,7 @@ class _Tool:
         params = code.co_varnames[code.co_argcount : code.co_argcount + code.co_kwonlyargcount]
         defaults = fn.__kwdefaults__ or {}
         for slot, value in (
+            ("_extra", bool(code.co_flags & 0x08)),  # inspect.CO_VARKEYWORDS: `**extra`
             ("_fn", fn),
             ("_ident", fn.__name__),
             ("_params", params),
@@ -110,7 +138,7 @@ class _Tool:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if args:
             raise TypeError(f"tools.{self._ident}() takes keyword arguments only")
-        unknown = sorted(k for k in kwargs if k not in self._params)
+        unknown = [] if self._extra else sorted(k for k in kwargs if k not in self._params)
         if unknown:
             valid = ", ".join(self._params) or "none"
             raise TypeError(
@@ -161,7 +189,7 @@ __sdk__ = _invoke
 
 
 @_tool
-def search_flights(*, route: SearchFlightsInputRoute, passengers: list[SearchFlightsInputPassenger], max_price: float = ...) -> SearchFlightsOutput:
+def search_flights(*, route: SearchFlightsInputRoute | dict[str, JSON], passengers: list[SearchFlightsInputPassenger], max_price: float = ...) -> SearchFlightsOutput:
     return __sdk__('search_flights', {'route': route, 'passengers': passengers, 'max_price': max_price})
 
 

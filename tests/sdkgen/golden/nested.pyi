@@ -39,7 +39,7 @@ class SearchFlightsOutput(TypedDict):
 
 class tools:
     @_tool
-    def search_flights(*, route: SearchFlightsInputRoute, passengers: list[SearchFlightsInputPassenger], max_price: float = ...) -> SearchFlightsOutput:
+    def search_flights(*, route: SearchFlightsInputRoute | dict[str, JSON], passengers: list[SearchFlightsInputPassenger], max_price: float = ...) -> SearchFlightsOutput:
         """Find flights between two airports.
 
         Results are sorted by price.

@@ -23,7 +23,7 @@ def parallel(*thunks: Callable[[], Any]) -> list[Any]:
 
 class tools:
     @_tool
-    def log_event(*, message: str) -> JSON:
+    def log_event(*, message: str, **extra: JSON) -> JSON:
         """Log an event. Quotes \"\"\" and a \\ backslash survive.
 
         message: maxLength: 200

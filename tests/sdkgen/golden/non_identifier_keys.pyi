@@ -28,5 +28,5 @@ GetWeatherV2Output = TypedDict('GetWeatherV2Output', {
 
 class tools:
     @_tool
-    def get_weather_v2(*, my_city_2: str, p_2fa: str = ..., my_city: str = ...) -> GetWeatherV2Output:
+    def get_weather_v2(*, my_city_2: str, p_2fa: str = ..., my_city: str = ..., **extra: JSON) -> GetWeatherV2Output:
         """Weather with odd keys."""

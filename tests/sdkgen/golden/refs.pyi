@@ -23,12 +23,12 @@ def parallel(*thunks: Callable[[], Any]) -> list[Any]:
 
 class TreeWalkInputNode(TypedDict):
     label: str
-    children: NotRequired[list[TreeWalkInputNode]]
+    children: NotRequired[list[TreeWalkInputNode | dict[str, JSON]]]
 TreeWalkOutputCount: TypeAlias = int
 class TreeWalkOutput(TypedDict):
     visited: TreeWalkOutputCount
 
 class tools:
     @_tool
-    def tree_walk(*, root: TreeWalkInputNode) -> TreeWalkOutput:
+    def tree_walk(*, root: TreeWalkInputNode | dict[str, JSON], **extra: JSON) -> TreeWalkOutput:
         """Walk a tree of nodes."""

@@ -25,14 +25,14 @@ ClassOutput: TypeAlias = str
 
 class tools:
     @_tool
-    def class_(*, from_: str, import_: bool = ..., filter: str = ...) -> ClassOutput:
+    def class_(*, from_: str, import_: bool = ..., filter: str = ..., **extra: JSON) -> ClassOutput:
         """A keyword as a tool name."""
     @_tool
-    def list_() -> JSON:
+    def list_(**extra: JSON) -> JSON:
         """A builtin as a tool name."""
     @_tool
-    def tools__2() -> JSON:
+    def tools__2(**extra: JSON) -> JSON:
         """Collides with the namespace."""
     @_tool
-    def tools_() -> JSON:
+    def tools_(**extra: JSON) -> JSON:
         """Keeps its name."""

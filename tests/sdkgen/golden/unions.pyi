@@ -30,5 +30,5 @@ class PayOutput(TypedDict):
 
 class tools:
     @_tool
-    def pay(*, method: PayInputMethod | PayInputMethod1, amount: int | float, note: str | None = ..., tags: dict[str, str] = ...) -> PayOutput:
+    def pay(*, method: PayInputMethod | dict[str, JSON] | (PayInputMethod1 | dict[str, JSON]), amount: int | float, note: str | None = ..., tags: dict[str, str] = ..., **extra: JSON) -> PayOutput:
         """Pay with a card or a voucher."""

@@ -26,5 +26,5 @@ def parallel(*thunks: Callable[[], Any]) -> list[Any]:
 
 class tools:
     @_tool
-    def odd(*, x: JSON = ...) -> JSON:
+    def odd(*, x: JSON = ..., **extra: JSON) -> JSON:
         """Schemas the generator cannot handle fall back to JSON."""

@@ -1,0 +1,38 @@
+# ptc SDK (representative set). Call tools.<name>(...); see docstrings.
+from typing import Any, Callable, Generic, ParamSpec, TypeAlias, TypeVar
+
+JSON: TypeAlias = dict[str, "JSON"] | list["JSON"] | str | int | float | bool | None
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+class ToolCallError(Exception):
+    """A failed or denied call; str(e) == f"{e.tool}: {e.code}: {e.message}"."""
+    tool: str
+    code: str
+    message: str
+
+class _Tool(Generic[_P, _R]):
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R: ...
+    def map(self, calls: list[dict[str, Any]], /) -> list[_R]:
+        """One call per dict of keyword arguments, sent as one batch; results in order."""
+
+def _tool(f: Callable[_P, _R]) -> _Tool[_P, _R]: ...
+
+def parallel(*thunks: Callable[[], Any]) -> list[Any]:
+    """parallel(lambda: tools.a(x=1), lambda: tools.b()): one batch; results in order."""
+
+PairOutput: TypeAlias = list[float | str | bool]
+
+class tools:
+    @_tool
+    def legacy_range(*, low: float) -> JSON:
+        """draft-04: a boolean exclusiveMinimum.
+
+        low: exclusiveMinimum: 0
+        """
+    @_tool
+    def pair(*, point: list[float | str]) -> PairOutput:
+        """draft-07: items as an array (a tuple).
+
+        point: items in order: "number", "string"
+        """

@@ -1,0 +1,210 @@
+from __future__ import annotations
+import threading as _threading  # noqa: E402 (the generated module starts here)
+
+_recording = _threading.local()
+
+
+class ToolCallError(Exception):
+    """A tool call failed or was denied; ``str(e)`` is ``"<tool>: <code>: <message>"``."""
+
+    def __init__(self, tool: str, code: str, message: str) -> None:
+        super().__init__(tool, code, message)
+        self.tool = tool
+        self.code = code
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.tool}: {self.code}: {self.message}"
+
+
+class _Pending:
+    """What a tool call returns while a ``parallel`` thunk is being recorded."""
+
+    __slots__ = ()
+
+
+def _send(calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    answers = __transport__.call_batch(calls)  # noqa: F821 (injected global)
+    if len(answers) != len(calls):
+        raise RuntimeError(f"transport answered {len(answers)} of {len(calls)} calls")
+    for (tool, _args), (ok, payload) in zip(calls, answers, strict=True):
+        if not ok:
+            code, message = payload
+            raise ToolCallError(tool, str(code), str(message))
+    return [payload for _ok, payload in answers]
+
+
+# JSON has no tuples: a tuple passed where the schema wants an array is sent as a list.
+# Deeper than the protocol's nesting limit nothing is converted (the transport refuses it).
+_MAX_DEPTH = 200
+
+
+def _as_lists(value: Any, depth: int = 0) -> Any:
+    kind = type(value)
+    if depth > _MAX_DEPTH:
+        return value
+    if kind is tuple or kind is list:
+        return [_as_lists(item, depth + 1) for item in value]
+    if kind is dict:
+        return {key: _as_lists(item, depth + 1) for key, item in value.items()}
+    return value
+
+
+def _invoke(tool: str, arguments: dict[str, Any], extra: dict[str, Any] | None = None) -> Any:
+    # `...` is the default of every optional parameter: left out means not sent.
+    sent = {key: value for key, value in arguments.items() if value is not ...}
+    if extra:
+        # Other keys an open input schema accepts; a declared key goes by its parameter.
+        clash = sorted(key for key in extra if key in arguments)
+        if clash:
+            raise TypeError(
+                f"{tool}: {', '.join(map(repr, clash))} must be passed by parameter name, "
+                "not as an extra keyword"
+            )
+        sent.update(extra)
+    sent = _as_lists(sent)
+    recorded = getattr(_recording, "calls", None)
+    if recorded is not None:
+        marker = _Pending()
+        recorded.append((tool, sent, marker))
+        return marker
+    return _send([(tool, sent)])[0]
+
+
+def _run_recorded(what: str, thunks: Sequence[object]) -> list[Any]:
+    if getattr(_recording, "calls", None) is not None:
+        raise TypeError(f"{what} cannot be used inside a parallel() thunk")
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for i, thunk in enumerate(thunks):
+        if not callable(thunk):
+            raise TypeError(f"{what}: argument {i} is not callable; pass lambda: tools.x(...)")
+        recorded: list[tuple[str, dict[str, Any], _Pending]] = []
+        _recording.calls = recorded
+        try:
+            result = thunk()
+        finally:
+            _recording.calls = None
+        if len(recorded) != 1:
+            raise TypeError(
+                f"{what}: thunk {i} made {len(recorded)} tool calls; each must make exactly "
+                "one and return its result, e.g. lambda: tools.x(a=1)"
+            )
+        tool, arguments, marker = recorded[0]
+        if result is not marker:
+            raise TypeError(
+                f"{what}: thunk {i} must return its tool call's result unchanged, "
+                "e.g. lambda: tools.x(a=1); post-process the list parallel() returns"
+            )
+        calls.append((tool, arguments))
+    return _send(calls) if calls else []
+
+
+def parallel(*thunks: object) -> list[Any]:
+    """Run one tool call per thunk as one batch; results (or the first error) in order."""
+    if len(thunks) == 1 and isinstance(thunks[0], list | tuple):
+        thunks = tuple(thunks[0])
+    return _run_recorded("parallel()", list(thunks))
+
+
+class _Tool:
+    """``tools.<ident>``: call it with keyword arguments, or ``.map`` a list of them."""
+
+    __slots__ = ("_extra", "_fn", "_ident", "_params", "_required")
+    _extra: bool
+    _fn: Callable[..., Any]
+    _ident: str
+    _params: tuple[str, ...]
+    _required: tuple[str, ...]
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        code = fn.__code__
+        params = code.co_varnames[code.co_argcount : code.co_argcount + code.co_kwonlyargcount]
+        defaults = fn.__kwdefaults__ or {}
+        for slot, value in (
+            ("_extra", bool(code.co_flags & 0x08)),  # inspect.CO_VARKEYWORDS: `**extra`
+            ("_fn", fn),
+            ("_ident", fn.__name__),
+            ("_params", params),
+            ("_required", tuple(p for p in params if p not in defaults)),
+        ):
+            object.__setattr__(self, slot, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise TypeError("SDK tools are read-only")
+
+    def __repr__(self) -> str:
+        return f"<tool {self._ident}({', '.join(self._params)})>"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if args:
+            raise TypeError(f"tools.{self._ident}() takes keyword arguments only")
+        unknown = [] if self._extra else sorted(k for k in kwargs if k not in self._params)
+        if unknown:
+            valid = ", ".join(self._params) or "none"
+            raise TypeError(
+                f"tools.{self._ident}() got unexpected keyword argument(s) "
+                f"{', '.join(unknown)}; valid: {valid}"
+            )
+        missing = [p for p in self._required if p not in kwargs]
+        if missing:
+            raise TypeError(
+                f"tools.{self._ident}() missing required keyword argument(s): " + ", ".join(missing)
+            )
+        return self._fn(**kwargs)
+
+    def map(self, calls: object) -> list[Any]:
+        """Call the tool once per dict of keyword arguments, all in one batch."""
+        if not isinstance(calls, list | tuple):
+            raise TypeError(f"tools.{self._ident}.map() takes a list of keyword dicts")
+        thunks: list[object] = []
+        for i, kwargs in enumerate(calls):
+            if not isinstance(kwargs, dict):
+                raise TypeError(f"tools.{self._ident}.map(): item {i} is not a dict")
+            thunks.append(self._thunk(kwargs))
+        return _run_recorded(f"tools.{self._ident}.map()", thunks)
+
+    def _thunk(self, kwargs: dict[str, Any]) -> Callable[[], Any]:
+        return lambda: self(**kwargs)
+
+
+class _Namespace(type):
+    """Metaclass of ``tools``: read-only, not instantiable, helpful on a wrong name."""
+
+    def __setattr__(cls, name: str, value: object) -> None:
+        raise TypeError("tools is read-only")
+
+    def __delattr__(cls, name: str) -> None:
+        raise TypeError("tools is read-only")
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("tools is a namespace: call tools.<name>(...)")
+
+    def __getattr__(cls, name: str) -> Any:
+        names = sorted(k for k, v in vars(cls).items() if isinstance(v, _Tool))
+        raise AttributeError(f"no tool {name!r}; available: {', '.join(names) or 'none'}")
+
+
+_tool = _Tool
+__sdk__ = _invoke
+
+
+@_tool
+def annotate(*, record: AnnotateInputRecord | dict[str, JSON], label: str = ..., extra: int = ..., **extra_: JSON) -> AnnotateOutput:
+    return __sdk__('annotate', {'record': record, 'label': label, 'extra': extra}, extra_)
+
+
+@_tool
+def anything(**extra: JSON) -> JSON:
+    return __sdk__('anything', {}, extra)
+
+
+@_tool
+def patterned(*, name: str = ..., **extra: JSON) -> JSON:
+    return __sdk__('patterned', {'name': name}, extra)
+
+
+tools = _Namespace('tools', (), {
+    'annotate': annotate,
+    'anything': anything,
+    'patterned': patterned,
+})

@@ -1,0 +1,46 @@
+# ptc SDK (representative set). Call tools.<name>(...); see docstrings.
+from typing import Any, Callable, Generic, NotRequired, ParamSpec, TypeAlias, TypeVar, TypedDict
+
+JSON: TypeAlias = dict[str, "JSON"] | list["JSON"] | str | int | float | bool | None
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+class ToolCallError(Exception):
+    """A failed or denied call; str(e) == f"{e.tool}: {e.code}: {e.message}"."""
+    tool: str
+    code: str
+    message: str
+
+class _Tool(Generic[_P, _R]):
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R: ...
+    def map(self, calls: list[dict[str, Any]], /) -> list[_R]:
+        """One call per dict of keyword arguments, sent as one batch; results in order."""
+
+def _tool(f: Callable[_P, _R]) -> _Tool[_P, _R]: ...
+
+def parallel(*thunks: Callable[[], Any]) -> list[Any]:
+    """parallel(lambda: tools.a(x=1), lambda: tools.b()): one batch; results in order."""
+
+class AnnotateInputRecordMeta(TypedDict):
+    source: NotRequired[str]
+class AnnotateInputRecord(TypedDict):
+    id: str
+    meta: NotRequired[AnnotateInputRecordMeta | dict[str, JSON]]
+class AnnotateOutputRecord(TypedDict):
+    id: NotRequired[str]
+class AnnotateOutput(TypedDict):
+    record: NotRequired[AnnotateOutputRecord]
+
+class tools:
+    @_tool
+    def annotate(*, record: AnnotateInputRecord | dict[str, JSON], label: str = ..., extra: int = ..., **extra_: JSON) -> AnnotateOutput:
+        """Label a record; other keys are kept as they are.
+
+        extra: Takes the usual ** name.
+        """
+    @_tool
+    def anything(**extra: JSON) -> JSON:
+        """No declared parameters: any keys go."""
+    @_tool
+    def patterned(*, name: str = ..., **extra: JSON) -> JSON:
+        """Keys matching a pattern are accepted besides the declared ones."""
