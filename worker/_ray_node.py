@@ -52,7 +52,7 @@ class _NodeRun:
     def __init__(self) -> None:
         self.events: list[Event] = []
         self.wake = asyncio.Event()
-        self.pending: dict[int, asyncio.Future[str]] = {}
+        self.pending: dict[int, asyncio.Future[list[CallReply]]] = {}
         self.batches = 0
         self.abort = anyio.Event()
 
@@ -73,14 +73,30 @@ class _NodeRun:
     async def on_calls(self, calls: Sequence[CallRequest]) -> Sequence[CallReply]:
         self.batches += 1
         batch = self.batches
-        answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        answer: asyncio.Future[list[CallReply]] = asyncio.get_running_loop().create_future()
         self.pending[batch] = answer
         self.emit(calls_event(batch, calls))
         try:
-            text = await answer
+            replies = await answer
         finally:
             self.pending.pop(batch, None)
-        return decode_replies(text, len(calls))
+        if len(replies) != len(calls):
+            raise ProtocolError(f"{len(replies)} replies for {len(calls)} calls")
+        return replies
+
+    def answer(self, replies_json: str) -> None:
+        """Hand the host's replies to the batch waiting for them. Replies that cannot be
+        read fail every waiting batch: the run then ends as ``protocol``."""
+        try:
+            batch, replies = decode_replies(replies_json)
+        except ProtocolError as exc:
+            for waiting in self.pending.values():
+                if not waiting.done():
+                    waiting.set_exception(exc)
+            return
+        answer = self.pending.get(batch)
+        if answer is not None and not answer.done():
+            answer.set_result(replies)
 
 
 class _Forward(logging.Handler):
@@ -184,12 +200,11 @@ class NodeService:
             outcome = RunOutcome(ok=False, kind="worker-exit", detail=detail)
         state.emit(outcome_event(outcome))
 
-    async def reply(self, run_id: str, batch: int, replies_json: str) -> None:
+    async def reply(self, run_id: str, replies_json: str) -> None:
         """The host's answers to one batch of calls (ignored once the run is over)."""
         state = self._runs.get(run_id)
-        answer = state.pending.get(batch) if state is not None else None
-        if answer is not None and not answer.done():
-            answer.set_result(replies_json)
+        if state is not None:
+            state.answer(replies_json)
 
     async def cancel(self, run_id: str) -> None:
         """Kill the run's program (it ends as ``abort``); may arrive before the run."""

@@ -8,7 +8,8 @@ use the node). A run goes to the ready node with the lowest ``running / capacity
 (capacity = the node's CPUs), ties to the node that got fewer runs so far. The node list
 is re-read every ``refresh_seconds`` and whenever no node is ready, so nodes that join are
 used from then on; a node whose actor died is skipped until Ray still lists it as alive
-``refresh_seconds`` later (a restarted Ray node has a new id anyway).
+``refresh_seconds`` later (a restarted Ray node has a new id anyway). A node that let a
+run pass the host's deadline is suspect: it gets no runs until its actor answers a ping.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class Node:
         self.actor = actor
         self.name = f"{node_id}@{address}"
         self.started: Any = None  # concurrent.futures.Future of the actor's start()
+        self.ping: Any = None  # Future of status() while the node is suspect
         self.ready = False
         self.probe: dict[Dimension, Enforcement] = {}
         self.actor_pid = 0
@@ -113,8 +115,15 @@ class NodePool:
         return list(self._nodes.values())
 
     def ready(self) -> list[Node]:
+        """Nodes that take runs: started, and not suspect."""
         self._collect()
-        return [n for n in self._nodes.values() if n.ready]
+        return [n for n in self._nodes.values() if n.ready and n.ping is None]
+
+    def suspect(self, node: Node) -> None:
+        """``node`` missed a deadline: no runs until it answers a ping (else it is lost)."""
+        if node.ping is None and self._nodes.get(node.node_id) is node:
+            with contextlib.suppress(Exception):
+                node.ping = node.actor.status.remote().future()
 
     async def refresh(self, *, wait: bool) -> None:
         """Re-read Ray's node list: start actors on new nodes, forget departed ones.
@@ -191,8 +200,15 @@ class NodePool:
         self._nodes[node_id] = node
 
     def _collect(self) -> None:
-        """Promote nodes whose actor finished starting; drop those whose start failed."""
+        """Promote nodes whose actor finished starting; drop those whose start failed;
+        take back suspect nodes that answered their ping, drop those whose ping failed."""
         for node in list(self._nodes.values()):
+            ping = node.ping
+            if ping is not None and ping.done():
+                node.ping = None
+                if ping.exception() is not None:
+                    self.lose(node, f"it stopped answering: {ping.exception()}")
+                    continue
             started = node.started
             if started is None or not started.done():
                 continue

@@ -71,6 +71,7 @@ class RemoteRun:
         self.outcome: RunOutcome | None = None
         self.handler_error: Exception | None = None
         self.aborted = False
+        self.unresponsive = False  # the host's deadline passed without the node's outcome
         self._scope: anyio.CancelScope | None = None
 
     async def drive(self) -> RunOutcome:
@@ -110,6 +111,7 @@ class RemoteRun:
             return self._settle(self.outcome)
         if self.aborted:
             return self.fail("abort", "the run was aborted by the host")
+        self.unresponsive = True
         return self.fail(
             "timeout",
             f"wall clock limit of {wall:g} s exceeded (node {self.node.name} did not end the "
@@ -161,7 +163,7 @@ class RemoteRun:
             self.handler_error = exc
             self._cancel_scope()
             return
-        self.node.actor.reply.remote(self.run_id, batch, encode_replies(replies))
+        self.node.actor.reply.remote(self.run_id, encode_replies(batch, replies))
 
     async def _watch_abort(self, abort: anyio.Event) -> None:
         await abort.wait()

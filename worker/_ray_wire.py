@@ -109,8 +109,8 @@ def decode_request(text: str) -> RunRequest:
     )
 
 
-def encode_replies(replies: Sequence[CallReply]) -> str:
-    """One JSON array; a reply whose value is not JSON becomes a failed reply, as locally."""
+def encode_replies(batch: int, replies: Sequence[CallReply]) -> str:
+    """One batch's replies; a value that is not JSON becomes a failed reply, as locally."""
     items = []
     for reply in replies:
         if reply.ok:
@@ -123,22 +123,22 @@ def encode_replies(replies: Sequence[CallReply]) -> str:
                     "INVALID_RESULT", f"the tool result could not be sent to the worker: {exc}"
                 )
         items.append({"ok": False, "code": reply.code, "message": reply.message})
-    return _dumps(items)
+    return _dumps({"batch": batch, "replies": items})
 
 
-def decode_replies(text: str, count: int) -> list[CallReply]:
-    items = _want(_loads(text, "replies"), list, "replies")
-    if len(items) != count:
-        raise ProtocolError(f"replies: {len(items)} replies for {count} calls")
+def decode_replies(text: str) -> tuple[int, list[CallReply]]:
+    """``(batch, replies)``."""
+    data = _want(_loads(text, "replies"), dict, "replies")
+    batch: int = _field(data, "batch", int, "replies")
     replies = []
-    for item in items:
+    for item in _field(data, "replies", list, "replies"):
         _want(item, dict, "reply")
         if _field(item, "ok", bool, "reply"):
             replies.append(CallReply.success(item.get("value")))
         else:
             code = _field(item, "code", str, "reply")
             replies.append(CallReply.failure(code, _field(item, "message", str, "reply")))
-    return replies
+    return batch, replies
 
 
 # -- node -> host ------------------------------------------------------------------------

@@ -151,7 +151,10 @@ class RayBackend(WorkerBackend):
             grace_seconds=self._grace,
         )
         try:
-            return await run.drive()
+            outcome = await run.drive()
+            if run.unresponsive:
+                pool.suspect(node)
+            return outcome
         except NodeLost as exc:
             pool.lose(node, str(exc))
             detail = (

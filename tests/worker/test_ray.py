@@ -391,10 +391,15 @@ async def test_the_host_deadline_ends_a_run_whose_node_stopped_answering(
     assert out.kind == "timeout" and "did not end the run within 1 s" in out.detail
     assert out.output.text == "started\n" and out.stats.node == stopped[0].name
     assert 1.9 < elapsed < 3.0  # the wall clock plus the host's grace, not the program's 30 s
-    # Resumed, the node's own clock has passed: its backend kills the program.
+    # Suspect, the node gets no runs until it answers again.
+    assert stopped[0].node_id not in {n.node_id for n in backend.nodes()}
+    assert node_id(await run(backend, "return 1")) != stopped[0].node_id
+    # Resumed, the node's own clock has passed: its backend kills the program; it answers
+    # the host's ping and takes runs again.
     assert await wait_until(lambda: not holders(marker, stopped))
-    outcomes = [await run(backend, "return 1") for _ in range(4)]
-    assert {o.stats.node for o in outcomes} >= {stopped[0].name}
+    assert await wait_until(lambda: len(backend.nodes()) == 2)
+    outcomes = [await run(backend, "return 1") for _ in range(2)]
+    assert {o.stats.node for o in outcomes} == {n.name for n in backend.nodes()}
 
 
 async def test_a_node_below_the_required_containment_fails_closed_as_locally(
