@@ -221,9 +221,12 @@ class NodePool:
     async def close(self) -> None:
         """Stop every actor: let each reap its zygote and pool, then kill it."""
         nodes, self._nodes = list(self._nodes.values()), {}
-        closing = [(n, n.actor.close.remote()) for n in nodes]
+        closing = []
+        for node in nodes:
+            with contextlib.suppress(Exception):  # a dead actor, or Ray already shut down
+                closing.append(node.actor.close.remote())
         with anyio.move_on_after(CLOSE_TIMEOUT_S):
-            for _, ref in closing:
+            for ref in closing:
                 with contextlib.suppress(Exception):
                     await ref
         for node in nodes:

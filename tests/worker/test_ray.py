@@ -45,6 +45,7 @@ from worker import (
     RunRequest,
     SubprocessBackend,
     WorkerBackend,
+    WorkerError,
 )
 from worker.ray import RayBackend, RayNode
 
@@ -152,6 +153,9 @@ def gone(pid: int) -> bool:
 
 async def test_runs_land_on_both_nodes_and_name_them(env: Env, backend: RayBackend) -> None:
     assert {n.node_id for n in backend.nodes()} == alive_node_ids()
+    probe = backend.probe()  # the weakest level per dimension over the nodes: full here
+    assert {d: e.level for d, e in probe.items()} == dict.fromkeys(DIMENSIONS, "full")
+    assert {e.node for e in probe.values()} <= {n.name for n in backend.nodes()}
     outcomes: list[RunOutcome] = []
 
     async def one() -> None:
@@ -463,19 +467,27 @@ async def test_a_node_that_joins_gets_runs(env: Env, backend: RayBackend) -> Non
     assert landed == {env.head_id, joined.node_id}
 
 
+def our_actors(nodes: Sequence[RayNode]) -> list[str]:
+    """Named ptc actors Ray lists on these nodes (the GCS may still list the actor of the
+    node killed earlier: it has not declared that node dead yet)."""
+    ids = {n.node_id for n in nodes}
+    named = [str(a["name"]) for a in ray.util.list_named_actors(all_namespaces=True)]
+    return [n for n in named if n.startswith("ptc-node:") and n.rsplit(":", 1)[1] in ids]
+
+
 async def test_close_leaves_no_actor_and_no_worker_process(backend: RayBackend) -> None:
     nodes = backend.nodes()
     pids = [
         p for n in nodes for p in (n.actor_pid, n.zygote_pid or 0, *descendants(n.zygote_pid or 0))
     ]
     assert len(nodes) == 2 and all(not gone(p) for p in pids)
+    assert len(pids) > 2 * len(nodes)  # actors, zygotes, and each zygote's pooled children
+    assert len(our_actors(nodes)) == 2
     await backend.aclose()
     assert ray.is_initialized()  # Ray was initialised by the test, so it stays up
-    assert [
-        a for a in ray.util.list_named_actors(all_namespaces=True) if "ptc-node" in str(a)
-    ] == []
+    assert our_actors(nodes) == []
     assert await wait_until(lambda: all(gone(p) for p in pids), 10)
-    with pytest.raises(Exception, match="closed"):
+    with pytest.raises(WorkerError, match="closed"):
         await run(backend, "return 1")
 
 
