@@ -38,7 +38,7 @@ pytest-ray: $(BIN)/.installed
 	@if [ "$$(id -u)" != 0 ]; then \
 		echo "SKIPPED $(RAY_TESTS): needs root for 'unshare -n' (its own network namespace)"; \
 		exit 0; fi; \
-	set -x; unshare -n sh -c 'ip link set lo up && exec $(BIN)/python -m pytest -q $(RAY_TESTS)'
+	set -x; unshare -n sh -c 'ip link set lo up && exec env PTC_RAY_NETNS=1 $(BIN)/python -m pytest -q $(RAY_TESTS)'
 
 test: lint typecheck pytest
 
