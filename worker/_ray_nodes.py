@@ -56,6 +56,7 @@ class Node:
         self.actor = actor
         self.name = f"{node_id}@{address}"
         self.started: Any = None  # concurrent.futures.Future of the actor's start()
+        self.spawned_at = time.monotonic()
         self.ping: Any = None  # Future of status() while the node is suspect
         self.ready = False
         self.probe: dict[Dimension, Enforcement] = {}
@@ -111,9 +112,6 @@ class NodePool:
         self._lock = anyio.Lock()
         self.lost_reasons: list[str] = []
 
-    def nodes(self) -> list[Node]:
-        return list(self._nodes.values())
-
     def ready(self) -> list[Node]:
         """Nodes that take runs: started, and not suspect."""
         self._collect()
@@ -137,25 +135,26 @@ class NodePool:
                 if node_id not in alive:
                     self._forget(self._nodes[node_id], now)
             for node_id, info in alive.items():
-                capacity = int(info.get("Resources", {}).get("CPU", 0))
+                cpus = float(info.get("Resources", {}).get("CPU", 0))
                 lost_at = self._lost.get(node_id)
                 recently_lost = lost_at is not None and now - lost_at < self._refresh_seconds
-                if node_id in self._nodes or capacity < 1 or recently_lost:
+                if node_id in self._nodes or cpus <= 0 or recently_lost:
                     continue
-                self._spawn(node_id, str(info.get("NodeManagerAddress", "")), capacity)
+                address = str(info.get("NodeManagerAddress", ""))
+                self._spawn(node_id, address, max(1, int(cpus)))
             self._last_refresh = now
         if wait:
-            await self.wait_started()
+            await self.wait_started(any_ready=False)
 
-    async def wait_started(self) -> None:
-        """Wait for actors still starting; give up on those that take too long."""
-        with anyio.move_on_after(self._start_timeout_seconds):
-            while any(n.started is not None for n in self._nodes.values()):
-                self._collect()
-                await anyio.sleep(0.01)
-        self._collect()
-        for node in [n for n in self._nodes.values() if n.started is not None]:
-            self.lose(node, f"its actor did not start within {self._start_timeout_seconds:g} s")
+    def _starting(self) -> bool:
+        return any(n.started is not None for n in self._nodes.values())
+
+    async def wait_started(self, *, any_ready: bool) -> None:
+        """Wait until no actor is still starting (or, with ``any_ready``, until some node is
+        ready). An actor that takes longer than ``start_timeout_seconds`` is given up."""
+        while self._starting() and not (any_ready and self.ready()):
+            await anyio.sleep(0.01)
+            self._collect()
 
     async def pick(self) -> Node | None:
         """The node for the next run (its ``running`` already counted), or ``None``."""
@@ -163,9 +162,9 @@ class NodePool:
             await self.refresh(wait=False)
         ready = self.ready()
         if not ready:
-            if not any(n.started is not None for n in self._nodes.values()):
+            if not self._starting():
                 await self.refresh(wait=False)
-            await self.wait_started()
+            await self.wait_started(any_ready=True)
             ready = self.ready()
         if not ready:
             return None
@@ -210,7 +209,12 @@ class NodePool:
                     self.lose(node, f"it stopped answering: {ping.exception()}")
                     continue
             started = node.started
-            if started is None or not started.done():
+            if started is not None and not started.done():
+                if time.monotonic() - node.spawned_at > self._start_timeout_seconds:
+                    timeout = self._start_timeout_seconds
+                    self.lose(node, f"its actor did not start within {timeout:g} s")
+                continue
+            if started is None:
                 continue
             node.started = None
             try:

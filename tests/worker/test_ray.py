@@ -320,7 +320,6 @@ async def test_a_failed_run_through_the_runtime_names_kind_and_keeps_output(
             "timeout",
             "wall clock limit of 1 s exceeded",
         ),
-        ("while True:\n    pass", Limits(cpu_seconds=1), "cpu-limit", "CPU time limit of 1 s"),
         (
             "x = bytearray(256 * 1024 * 1024)\nfor i in range(0, len(x), 4096):\n    x[i] = 1",
             Limits(memory_mib=64),
@@ -334,7 +333,7 @@ async def test_limits_are_enforced_on_the_node(
 ) -> None:
     started = time.monotonic()
     out = await run(backend, code, limits)
-    assert (out.kind, out.ok) == (kind, False)
+    assert (out.kind, out.ok) == (kind, False), out
     assert detail in out.detail
     # The node's own backend ended it (it reports the child's rusage), not the host's deadline.
     assert out.stats.cpu_ms > 0 and out.stats.node
