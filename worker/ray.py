@@ -110,7 +110,11 @@ class RayBackend(WorkerBackend):
                 return
             if not ray.is_initialized():
                 options = {"address": self._address, **self._init_options}
-                await anyio.to_thread.run_sync(lambda: ray.init(**options))
+                try:
+                    await anyio.to_thread.run_sync(lambda: ray.init(**options))
+                except Exception as exc:  # Ray raises ConnectionError, ValueError, ...
+                    where = self._address or "a local cluster"
+                    raise WorkerError(f"could not start or join Ray ({where}): {exc}") from exc
                 self._owns_ray = True
             pool = NodePool(
                 containment_json=encode_containment(self.containment),
