@@ -241,6 +241,8 @@ def render(result: dict[str, Any], args: argparse.Namespace) -> str:
         "timed inside the program. Ray nodes are local (same 2 cores), "
         f"{NODE_CPUS} CPUs each; full containment everywhere.\n\n"
         + _stats.markdown_table(header, rows)
+        + f"\nLoad average (1 min) {result['load_average_1min']['before']:.1f} before, "
+        f"{result['load_average_1min']['after']:.1f} after (the machine is shared).\n"
         + "\nA node killed (SIGKILL of its raylet) mid-run: that run ended as `worker-exit` "
         f'{result["node_loss"]["ms"]:.0f} ms later ("{result["node_loss"]["detail"]}").\n'
     )
@@ -255,7 +257,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not isolated():
         reexec_isolated(argv)
+    load_before = os.getloadavg()[0]
     result = anyio.run(bench, args.runs, args.concurrency, args.calls)
+    result["load_average_1min"] = {"before": load_before, "after": os.getloadavg()[0]}
     markdown = render(result, args)
     payload = {"machine": _stats.machine_facts(), "args": vars(args), **result}
     json_path, md_path = _stats.write_results("ray", payload, markdown)
