@@ -8,7 +8,7 @@ use the node). A run goes to the ready node with the lowest ``running / capacity
 (capacity = the node's CPUs), ties to the node that got fewer runs so far. The node list
 is re-read every ``refresh_seconds`` and whenever no node is ready, so nodes that join are
 used from then on; a node whose actor died is skipped until Ray still lists it as alive
-``refresh_seconds`` later (a restarted Ray node has a new id anyway). A node that let a
+a minute later (a restarted Ray node has a new id anyway). A node that let a
 run pass the host's deadline is suspect: it gets no runs until its actor answers a ping.
 """
 
@@ -31,6 +31,10 @@ from ._ray_wire import decode_enforcement
 from ._types import DIMENSIONS, Dimension, Enforcement
 
 CLOSE_TIMEOUT_S = 10.0
+LOST_RETRY_S = 60.0
+"""A node whose actor died is tried again after this long if Ray still lists it alive (Ray
+takes tens of seconds to declare a silent node dead; an actor placed there meanwhile would
+only wait)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,7 +141,7 @@ class NodePool:
             for node_id, info in alive.items():
                 cpus = float(info.get("Resources", {}).get("CPU", 0))
                 lost_at = self._lost.get(node_id)
-                recently_lost = lost_at is not None and now - lost_at < self._refresh_seconds
+                recently_lost = lost_at is not None and now - lost_at < LOST_RETRY_S
                 if node_id in self._nodes or cpus <= 0 or recently_lost:
                     continue
                 address = str(info.get("NodeManagerAddress", ""))
@@ -227,6 +231,8 @@ class NodePool:
         nodes, self._nodes = list(self._nodes.values()), {}
         closing = []
         for node in nodes:
+            if not node.ready:  # never started: nothing of ours to reap there
+                continue
             with contextlib.suppress(Exception):  # a dead actor, or Ray already shut down
                 closing.append(node.actor.close.remote())
         with anyio.move_on_after(CLOSE_TIMEOUT_S):

@@ -373,6 +373,21 @@ async def test_cancelling_the_caller_kills_the_program_on_its_node(backend: RayB
     assert (await run(backend, "return 'next'")).value == "next"
 
 
+async def test_a_handler_exception_propagates_and_kills_the_program_on_its_node(
+    backend: RayBackend,
+) -> None:
+    marker = f"m-{uuid.uuid4().hex}"
+
+    async def broken(calls: Sequence[CallRequest]) -> list[CallReply]:
+        assert len(holders(marker, backend.nodes())) == 1  # the program waits for this reply
+        raise RuntimeError("host bug")
+
+    code = f"f = open({marker!r}, 'w')\ntools.echo()\nimport time\ntime.sleep(30)"
+    with pytest.raises(RuntimeError, match="host bug"):
+        await backend.run(RunRequest(code=code, sdk_module=SDK, limits=LONG), on_calls=broken)
+    assert await wait_until(lambda: not holders(marker, backend.nodes()))
+
+
 async def test_the_host_deadline_ends_a_run_whose_node_stopped_answering(
     backend: RayBackend,
 ) -> None:
