@@ -73,7 +73,7 @@ async def measure(
     limits = ptc.Limits(max_calls=calls + 10, wall_seconds=60)
     async with ptc.ToolRuntime(backend=backend, limits=limits) as runtime:
 
-        @runtime.tool(concurrency_safe=True)  # type: ignore[untyped-decorator]
+        @runtime.tool(concurrency_safe=True)
         async def echo(x: int) -> int:
             """Return x."""
             return x
@@ -95,7 +95,8 @@ async def measure(
                 result = await agent.run_code("return 1")
                 latencies.append(time.perf_counter() - t)
                 assert not result.is_error, result.content
-                node = str(result.meta["stats"].get("node", "local"))
+                stats: Any = result.meta["stats"]
+                node = str(stats.get("node", "local"))
                 nodes[node] = nodes.get(node, 0) + 1
 
         started = time.perf_counter()
@@ -111,7 +112,8 @@ async def measure(
             assert not result.is_error, result.content
         result = await agent.run_code(NESTED.format(n=calls))
         assert not result.is_error, result.content
-        nested = [float(x) for x in result.value["result"]]
+        value: Any = result.value
+        nested = [float(x) for x in value["result"]]
         return {
             "runs_per_s": runs / elapsed,
             "run_code_ms": _q(latencies, 1e3),

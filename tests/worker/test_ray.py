@@ -51,7 +51,7 @@ from worker import (
 )
 from worker.ray import RayBackend, RayNode
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.needs_root]
 
 LONG = Limits(wall_seconds=20.0, cpu_seconds=10.0, memory_mib=256)
 
@@ -73,8 +73,9 @@ def env() -> Iterator[Env]:
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     worker = cluster.add_node(num_cpus=1)
     ray.init(address=cluster.address, log_to_driver=False)
+    head: Any = cluster.head_node  # typed as None by Ray (set in __init__)
     try:
-        yield Env(cluster, cluster.head_node.node_id, worker)
+        yield Env(cluster, head.node_id, worker)
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -83,7 +84,7 @@ def env() -> Iterator[Env]:
 @pytest.fixture(scope="module")
 async def backend(env: Env) -> AsyncIterator[RayBackend]:
     async with RayBackend(refresh_seconds=0.5) as b:
-        yield b  # type: ignore[misc]
+        yield b
 
 
 def alive_node_ids() -> set[str]:
@@ -279,22 +280,24 @@ async def test_nested_calls_are_decided_by_the_host_pipeline(rt: ptc.ToolRuntime
     )
     result = await scope.run_code(code, call_id="rp")
     assert not result.is_error, result.error
-    assert result.value["result"] == [
+    value: Any = result.value
+    meta: Any = result.meta
+    assert value["result"] == [
         3,
         ["add", "DENIED", "unlucky"],
         ["delete_everything", "DENIED", "never here"],
         "YES PLEASE",
-        ["shout", "ASK_REJECTED", result.value["result"][4][2]],
+        ["shout", "ASK_REJECTED", value["result"][4][2]],
     ]
     # Every decision and every body ran in this (host) process, none on a node.
     assert BODIES == [HOST_PID, HOST_PID]
     assert ASKED == [(HOST_PID, "yes please"), (HOST_PID, "no thanks")]
-    log = result.meta["dispatch_log"]
+    log = meta["dispatch_log"]
     assert [e["sub_call_id"] for e in log] == [f"rp:ptc:{i}" for i in range(1, 6)]
     assert [e["error_code"] for e in log] == [None, "DENIED", "DENIED", None, "ASK_REJECTED"]
-    node = result.meta["stats"]["node"]
+    node = meta["stats"]["node"]
     assert node.partition("@")[0] in alive_node_ids()
-    assert {r["node"] for r in result.meta["enforcement"].values()} == {node}
+    assert {r["node"] for r in meta["enforcement"].values()} == {node}
 
 
 async def test_a_failed_run_through_the_runtime_names_kind_and_keeps_output(
