@@ -300,6 +300,45 @@ async def test_nested_calls_are_decided_by_the_host_pipeline(rt: ptc.ToolRuntime
     assert {r["node"] for r in meta["enforcement"].values()} == {node}
 
 
+async def test_a_deferred_approval_suspends_and_the_resumed_run_replays_on_the_cluster(
+    backend: RayBackend,
+) -> None:
+    ran: list[str] = []
+
+    async def defer(request: ptc.ApprovalRequest) -> ApprovalAnswer:
+        return "deferred"
+
+    async with ptc.ToolRuntime(backend=backend, approver=defer, default_mode="code") as rt:
+
+        @rt.tool
+        def read(n: int) -> int:
+            """Read."""
+            ran.append("read")
+            return n + 1
+
+        @rt.tool
+        def write(n: int) -> str:
+            """Write (asks first)."""
+            ran.append("write")
+            return f"wrote {n}"
+
+        async def ask_before_writes(ex: ptc.ToolExecution, nxt: Any) -> Any:
+            return ptc.Ask("write?") if ex.name == "write" else await nxt()
+
+        rt.on("tools/pre-execute", ask_before_writes)
+        program = "a = tools.read(n=4)\nreturn tools.write(n=a)"
+        suspended = await rt.root.run_code(program)
+        assert suspended.error is not None and suspended.error.code == "SUSPENDED"
+        meta: Any = suspended.meta
+        assert meta["stats"]["node"] and ran == ["read"]
+        resumed = await rt.root.resume(meta["suspension"]["token"], "allowed-once")
+    assert not resumed.is_error, resumed.content
+    value: Any = resumed.value
+    assert value["result"] == "wrote 5" and ran == ["read", "write"]  # read replayed, not rerun
+    resumed_meta: Any = resumed.meta
+    assert resumed_meta["stats"]["node"].partition("@")[0] in alive_node_ids()
+
+
 async def test_a_failed_run_through_the_runtime_names_kind_and_keeps_output(
     rt: ptc.ToolRuntime,
 ) -> None:
