@@ -110,30 +110,45 @@ class Containment:
 
 @dataclass(frozen=True, kw_only=True)
 class Enforcement:
-    """How one dimension was protected in one run, as it actually applied."""
+    """How one dimension was protected in one run, as it actually applied.
+
+    ``node`` names the machine that applied it when that is not the host (``worker.ray``);
+    empty for local runs, and then left out of :meth:`as_json`.
+    """
 
     level: Level
     mechanism: str
     gap: str = ""
+    node: str = ""
 
     def as_json(self) -> dict[str, str]:
-        return {"level": self.level, "mechanism": self.mechanism, "gap": self.gap}
+        data = {"level": self.level, "mechanism": self.mechanism, "gap": self.gap}
+        if self.node:
+            data["node"] = self.node
+        return data
 
 
 @dataclass(frozen=True, kw_only=True)
 class RunStats:
+    """What one run cost. ``node`` names the machine it ran on when that is not the host
+    (``worker.ray``); empty for local runs, and then left out of :meth:`as_json`."""
+
     wall_ms: float = 0.0
     cpu_ms: float = 0.0
     calls: int = 0
     peak_memory_kib: int = 0
+    node: str = ""
 
-    def as_json(self) -> dict[str, float | int]:
-        return {
+    def as_json(self) -> dict[str, float | int | str]:
+        data: dict[str, float | int | str] = {
             "wall_ms": self.wall_ms,
             "cpu_ms": self.cpu_ms,
             "calls": self.calls,
             "peak_memory_kib": self.peak_memory_kib,
         }
+        if self.node:
+            data["node"] = self.node
+        return data
 
 
 @dataclass(frozen=True, kw_only=True)
