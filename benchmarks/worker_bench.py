@@ -87,7 +87,7 @@ async def bench(n: int) -> dict[str, Any]:
         for _ in range(n):
             await b.start()
             t = time.perf_counter()
-            child = await b._take()
+            child = await b.take(RunRequest(code="", sdk_module=SDK, limits=LIMITS))
             pooled.append((time.perf_counter() - t) * 1000)
             await child.close()
         out["ready_from_pool_ms"] = summary(pooled)

@@ -27,7 +27,15 @@ import anyio.from_thread
 import anyio.lowlevel
 
 import sdkgen
-from worker import Containment, Limits, Profile, RunRequest, SubprocessBackend, WorkerBackend
+from worker import (
+    Containment,
+    Limits,
+    Profile,
+    RunRequest,
+    SubprocessBackend,
+    WorkerBackend,
+    timing_mark,
+)
 
 from ._body import BodyFailure
 from ._decisions import ApprovalAnswer
@@ -267,11 +275,13 @@ class CodeMode:
         arguments: FrozenDict,
         context: ToolContext,
     ) -> Any:
+        timing_mark("enter")
         code = arguments["code"]
         scope = context.execution.scope
         assert isinstance(code, str) and isinstance(scope, Scope)
         # Pre-flight parses (and, restricted, compiles) the program: off the event loop.
         problem = await anyio.to_thread.run_sync(check_program, code, sdk, profile)
+        timing_mark("preflight")
         if problem is not None:
             message = failure_message(problem.kind, problem.detail, "")
             meta: dict[str, JSON] = {"failure": {"kind": problem.kind, "detail": problem.detail}}

@@ -14,6 +14,9 @@ from ._child._source import parse_program as parse_program
 from ._errors import ProtocolError as ProtocolError
 from ._errors import WorkerError as WorkerError
 from ._output import OutputCapture as OutputCapture
+from ._timing import TimingHook as TimingHook
+from ._timing import set_timing_hook as set_timing_hook
+from ._timing import timing_mark as timing_mark
 from ._types import DIMENSIONS as DIMENSIONS
 from ._types import FAILURE_KINDS as FAILURE_KINDS
 from ._types import CallReply as CallReply
@@ -50,8 +53,11 @@ __all__ = (
     "RunStats",
     "StdoutListener",
     "SubprocessBackend",
+    "TimingHook",
     "WorkerBackend",
     "WorkerError",
     "compile_program",
     "parse_program",
+    "set_timing_hook",
+    "timing_mark",
 )

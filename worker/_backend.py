@@ -1,37 +1,30 @@
 """``SubprocessBackend``: one fresh contained child per run, forked from a zygote.
 
-Keeps a small pool of children that were requested from the zygote ahead of time. Per
-run: take a pooled child (or fork one), finish its handshake, write its cgroup memory
-limit, have its keeper lower the per-run rlimits, check the enforcement the containment
-requires, then hand the child to a :class:`~worker._runloop.RunLoop`. Every exit path
-closes the child: the tree is killed (confirmed), the scratch dir and cgroups removed.
+Per run: take a child from the pool (``_pool``: primed for this run's SDK module and limits
+when one is, else an unprimed one whose limits are applied now), check the enforcement the
+containment requires, then hand the child to a :class:`~worker._runloop.RunLoop`. Every
+exit path closes the child: a run that ended with ``done`` has its tree killed at once and
+confirmed gone in the background; any other end (a limit, a breach, abort, cancellation)
+is confirmed before the run returns. Scratch dir and cgroups are removed with the child.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
-import socket
-import tempfile
 import time
 from collections.abc import Mapping
-from typing import Any
 
 import anyio
-from anyio.abc import UNIXSocketStream
 
 from . import _enforcement, _landlock, _seccomp
 from ._abc import CallHandler, StdoutListener, WorkerBackend
-from ._cgroups import CgroupJanitor, RunCgroups
+from ._cgroups import RunCgroups
 from ._child_handle import ChildHandle
 from ._errors import WorkerError
-from ._keeper_lines import LimitsRequest
+from ._pool import ChildPool, RunKey
 from ._runloop import RunLoop
+from ._timing import timing_mark
 from ._types import Containment, Dimension, Enforcement, RunOutcome, RunRequest
-from ._zygote import ZygoteClient
-
-SPAWN_TIMEOUT_S = 10.0
 
 
 class SubprocessBackend(WorkerBackend):
@@ -43,11 +36,7 @@ class SubprocessBackend(WorkerBackend):
 
     def __init__(self, containment: Containment | None = None) -> None:
         self.containment = containment or Containment()
-        self._zygote = ZygoteClient()
-        self._pool: list[ChildHandle] = []
-        self._doomed: list[ChildHandle] = []
-        self._janitor = CgroupJanitor()
-        self._counter = 0
+        self._pool = ChildPool(self.containment)
         self._closed = False
         self._probe: dict[Dimension, Enforcement] | None = None
 
@@ -57,101 +46,35 @@ class SubprocessBackend(WorkerBackend):
 
     @property
     def zygote_pid(self) -> int | None:
-        return self._zygote.pid
+        return self._pool.zygote.pid
 
     @property
     def pooled(self) -> tuple[ChildHandle, ...]:
         """The never-used children waiting in the pool (for inspection: tests, benchmarks)."""
-        return tuple(self._pool)
-
-    def _cfg(self, scratch: str, cgroups: RunCgroups) -> dict[str, Any]:
-        c = self.containment
-        groups = [
-            [n, os.path.join(p, "cgroup.procs")]
-            for n, p in (
-                ("memory", cgroups.memory),
-                ("pids", cgroups.pids),
-                ("unified", cgroups.unified),
-            )
-            if p
-        ]
-        return {
-            "scratch": scratch,
-            "cgroups": groups,
-            "namespaces": c.namespaces,
-            "rlimits": c.rlimits,
-            "landlock": c.landlock,
-            "seccomp": c.seccomp,
-            "drop_privileges": c.drop_privileges,
-        }
-
-    async def _request(self) -> ChildHandle:
-        """Ask the zygote for one child without waiting for it (the handshake comes later)."""
-        self._counter += 1
-        scratch = tempfile.mkdtemp(prefix="ptc-run-")
-        name = f"ptc-{os.getpid()}-{self._counter}"
-        cgroups = RunCgroups.create(name) if self.containment.cgroups else RunCgroups()
-        run_host, run_child = socket.socketpair()
-        keep_host, keep_child = socket.socketpair()
-        try:
-            self._zygote.request(
-                self._cfg(scratch, cgroups), [run_child.fileno(), keep_child.fileno()]
-            )
-        except BaseException:
-            for s in (run_host, keep_host):
-                s.close()
-            shutil.rmtree(scratch, ignore_errors=True)
-            cgroups.remove()
-            raise
-        finally:
-            run_child.close()
-            keep_child.close()
-        run = await UNIXSocketStream.from_socket(run_host)
-        keeper = await UNIXSocketStream.from_socket(keep_host)
-        return ChildHandle(run=run, keeper=keeper, cgroups=cgroups, scratch=scratch)
+        return self._pool.children
 
     async def spawn(self) -> ChildHandle:
         """Fork one contained child and wait for its ``ready``. Raises ``WorkerError``."""
-        child = await self._request()
-        await child.handshake(SPAWN_TIMEOUT_S)
-        return child
+        return await self._pool.spawn()
 
     async def start(self) -> None:
-        """Start the zygote and fill the pool with children that have sent ``ready``."""
+        """Start the zygote and fill the pool with children that have sent ``ready`` (and
+        are primed for the last run's SDK and limits); background work is finished first."""
         if self._closed:
             raise WorkerError("backend is closed")
-        await self._refill()
-        for child in list(self._pool):
-            try:
-                await child.handshake(SPAWN_TIMEOUT_S)
-            except WorkerError:
-                self._pool.remove(child)
-                raise
+        await self._pool.fill()
 
-    async def _refill(self) -> None:
-        """Top the pool up with requested children (their handshake completes on take)."""
-        if not self._zygote.alive():
-            pool, self._pool = self._pool, []
-            self._doomed.extend(pool)  # forked by a dead zygote: closed at the next run
-        while len(self._pool) < self.containment.pool_size and not self._closed:
-            self._pool.append(await self._request())
+    async def settle(self) -> None:
+        """Wait until the background work is done: the teardown of children whose runs
+        ended with ``done`` (tree confirmed gone, scratch dir and cgroups removed), the
+        pool's refill and priming."""
+        await self._pool.chores.wait()
 
-    async def _take(self) -> ChildHandle:
-        for child in self._doomed:
-            await child.close()
-        self._doomed.clear()
-        if not self._zygote.alive():
-            await self._refill()
-        while self._pool:
-            child = self._pool.pop(0)
-            try:
-                await child.handshake(SPAWN_TIMEOUT_S)
-            except WorkerError:
-                continue
-            if child.exit is None and not child.closed:
-                return child
-            await child.close()
-        return await self.spawn()
+    async def take(self, request: RunRequest) -> ChildHandle:
+        """A child as a run of ``request`` would get it (for benchmarks; closing it is the
+        caller's job)."""
+        child, _ = await self._pool.take(RunKey.of(request.sdk_module, request.limits))
+        return child
 
     async def run(
         self,
@@ -173,39 +96,37 @@ class SubprocessBackend(WorkerBackend):
             deadline=deadline,
             started=started,
         )
+        key = RunKey.of(request.sdk_module, request.limits)
         try:
-            child = await self._take()
+            child, enforcement = await self._pool.take(key)
         except WorkerError as exc:
             return loop.fail("worker-exit", str(exc), {})
+        finished = False
         try:
-            with contextlib.suppress(WorkerError):
-                await self._refill()
-            outcome = await self._run_child(loop, child)
+            outcome = await self._run_child(loop, child, key, enforcement)
+            finished = outcome is None and loop.finished
         finally:
             loop.peak_memory_kib = child.cgroups.peak_memory_kib()
-            await child.close(self._janitor)
+            if finished:
+                loop.cpu_ms = child.cpu_ms_now()
+            await self._pool.release(child, finished=finished)
+        timing_mark("returned")
         return loop.finish(outcome, child)
 
-    async def _run_child(self, loop: RunLoop, child: ChildHandle) -> RunOutcome | None:
-        enforcement = child.enforcement
-        limits = loop.request.limits
-        if self.containment.cgroups and child.cgroups.memory is not None:
-            if not child.cgroups.set_memory_limit(limits.memory_mib * 1024 * 1024):
-                enforcement["memory"] = Enforcement(
-                    level="partial", mechanism="RLIMIT_AS", gap="could not write cgroup limit"
-                )
-        if self.containment.rlimits:
-            ack = await child.apply_limits(
-                LimitsRequest(cpu_seconds=limits.cpu_seconds, memory_mib=limits.memory_mib)
-            )
-            if not ack.applied:
-                enforcement["cpu"] = Enforcement(
-                    level="none", mechanism="none", gap=f"RLIMIT_CPU not applied: {ack.error}"
-                )
+    async def _run_child(
+        self,
+        loop: RunLoop,
+        child: ChildHandle,
+        key: RunKey,
+        enforcement: dict[Dimension, Enforcement] | None,
+    ) -> RunOutcome | None:
+        if enforcement is None:  # an unprimed child: its limits are applied now
+            enforcement = await self._pool.limit(child, key)
         loop.enforcement = enforcement
         missing = _enforcement.missing(self.containment, enforcement)
         if missing is not None:
             return loop.fail("sandbox-unavailable", missing, enforcement)
+        timing_mark("checkout")
         return await loop.drive(child)
 
     def probe(self) -> Mapping[Dimension, Enforcement]:
@@ -231,16 +152,7 @@ class SubprocessBackend(WorkerBackend):
 
     async def aclose(self) -> None:
         self._closed = True
-        with anyio.CancelScope(shield=True):
-            pool, self._pool = self._pool + self._doomed, []
-            self._doomed = []
-            for child in pool:
-                if not child.ready:
-                    with contextlib.suppress(WorkerError):
-                        await child.handshake(SPAWN_TIMEOUT_S)
-                await child.close()
-            self._zygote.stop()
-            await anyio.to_thread.run_sync(self._janitor.close)
+        await self._pool.aclose()
 
 
 def _userns_allowed() -> bool:

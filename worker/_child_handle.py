@@ -22,7 +22,7 @@ from anyio.abc import SocketStream
 from . import _enforcement
 from ._cgroups import CgroupJanitor, RunCgroups
 from ._errors import WorkerError
-from ._framing import Frame, FrameDecoder
+from ._framing import Frame, FrameDecoder, encode
 from ._keeper_lines import (
     ExitReport,
     Hello,
@@ -33,6 +33,7 @@ from ._keeper_lines import (
     SpawnFailed,
 )
 from ._messages import validate_child_frame
+from ._timing import timing_mark
 from ._types import Dimension, Enforcement
 
 KILL_CONFIRM_S = 2.0
@@ -61,6 +62,8 @@ class ChildHandle:
         self._cpu_limit_s = 0.0
         self._ready = False
         self._closed = False
+        self._sdk_module: str | None = None
+        self._killed = False
 
     @property
     def cgroups(self) -> RunCgroups:
@@ -99,6 +102,11 @@ class ChildHandle:
     @property
     def ready(self) -> bool:
         return self._ready
+
+    @property
+    def sdk_module(self) -> str | None:
+        """The SDK module an ``sdk`` frame pre-loaded into the child, if any."""
+        return self._sdk_module
 
     @property
     def closed(self) -> bool:
@@ -148,6 +156,30 @@ class ChildHandle:
     async def send(self, data: bytes) -> None:
         """Write encoded frames to the child (errors propagate: the caller decides)."""
         await self._run.send(data)
+
+    async def preload_sdk(self, module: str) -> None:
+        """Send the SDK module ahead of ``start`` (the child compiles it while it waits)."""
+        await self._run.send(encode({"type": "sdk", "module": module}))
+        self._sdk_module = module
+
+    def cpu_ms_now(self) -> float:
+        """The child's CPU time so far, read from ``/proc`` (0.0 when it cannot be read).
+
+        For a run that finished normally, whose exit report comes after the run returned:
+        the larger of the main thread's scheduler time (ns) and the process's
+        ``utime + stime`` (clock ticks, all threads)."""
+        if self._pid <= 0:
+            return 0.0
+        best = 0.0
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            with open(f"/proc/{self._pid}/schedstat", encoding="ascii") as fh:
+                best = int(fh.read().split()[0]) / 1e6
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            with open(f"/proc/{self._pid}/stat", encoding="ascii") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            ticks = int(fields[11]) + int(fields[12])
+            best = max(best, ticks * 1000.0 / os.sysconf("SC_CLK_TCK"))
+        return best
 
     # --- the keeper -------------------------------------------------------------------
 
@@ -201,12 +233,20 @@ class ChildHandle:
 
     # --- the end ----------------------------------------------------------------------
 
+    def signal_kill(self) -> None:
+        """SIGKILL the child now (no waiting); :meth:`kill` confirms the tree is gone."""
+        if self._closed or self._killed or self._pidfd < 0:
+            return
+        self._killed = True
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+
     async def kill(self) -> None:
         """Kill the whole tree and confirm it is gone (keeper exit, cgroup empty)."""
         if self._closed:
             return
-        with contextlib.suppress(OSError):
-            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+        self._killed = False
+        self.signal_kill()
         # The child is pid 1 of its namespace (or at least the tree's root): its death
         # takes the namespace with it; the keeper then reports rusage and sweeps orphans.
         # Give the keeper a moment to report before cgroup.kill takes it down too.
@@ -249,6 +289,7 @@ class ChildHandle:
                 self._cgroups.remove()
             else:
                 janitor.discard(self._cgroups)
+            timing_mark("teardown")
 
 
 def _no_hello(line: KeeperLine | None) -> str:

@@ -7,7 +7,7 @@ Every frame is a JSON object with a string ``"type"``; :data:`SCHEMAS` maps the 
 :class:`ProtocolError`, so both sides treat the other's frames as hostile until
 :func:`validate_frame` accepted them.
 
-Child -> host: ``ready call stdout log done``; host -> child: ``start result``. Frame
+Child -> host: ``ready call stdout log done``; host -> child: ``sdk start result``. Frame
 *order* (ready first, nothing after done, increasing call ids) is the host's run loop's
 job (``_runloop``); this module checks each frame alone.
 
@@ -189,6 +189,7 @@ SCHEMAS: Mapping[Sender, Mapping[str, FrameSchema]] = {
         ),
     },
     "host": {
+        "sdk": FrameSchema({"module": _STR}),
         "start": FrameSchema(
             {
                 "code": _STR,

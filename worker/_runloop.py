@@ -28,6 +28,7 @@ from ._child_handle import ChildHandle
 from ._errors import ProtocolError, WorkerError
 from ._framing import Frame, encode
 from ._output import OutputCapture
+from ._timing import timing_mark
 from ._types import (
     CallReply,
     CallRequest,
@@ -70,10 +71,13 @@ class RunLoop:
         self.last_id = 0
         self.done: Frame | None = None
         self.peak_memory_kib = 0
+        self.cpu_ms = 0.0
+        """The child's CPU time when its exit report is not awaited (a finished run)."""
         self.handler_error: BaseException | None = None
         self._send_lock = anyio.Lock()
         self._scope: anyio.CancelScope | None = None
         self._aborted = False
+        self._eof = False
 
     def fail(
         self, kind: FailureKind, detail: str, enforcement: Mapping[Dimension, Enforcement]
@@ -106,9 +110,15 @@ class RunLoop:
             stats=self._stats(child),
         )
 
+    @property
+    def finished(self) -> bool:
+        """The child sent ``done`` and then closed its channel, and the host had no error:
+        the child ended the run itself (its teardown need not be awaited)."""
+        return self.done is not None and self._eof and self.handler_error is None
+
     def _stats(self, child: ChildHandle | None) -> RunStats:
         report = child.exit if child is not None else None
-        cpu_ms = float(report.cpu_ms) if report else 0.0
+        cpu_ms = float(report.cpu_ms) if report else self.cpu_ms
         peak = self.peak_memory_kib or (report.maxrss_kib if report else 0)
         return RunStats(
             wall_ms=(time.monotonic() - self.started) * 1000.0,
@@ -118,12 +128,15 @@ class RunLoop:
         )
 
     async def drive(self, child: ChildHandle) -> RunOutcome | None:
-        """Send ``start`` and run to the end. ``None`` means: use the ``done`` frame."""
+        """Send ``start`` and run to the end. ``None`` means: use the ``done`` frame.
+
+        A child whose pool pre-loaded this SDK module gets ``start`` without it."""
+        module = self.request.sdk_module
         start = {
             "type": "start",
             "code": self.request.code,
             "profile": self.request.profile,
-            "sdk_module": self.request.sdk_module,
+            "sdk_module": "" if child.sdk_module == module else module,
             "limits": dataclasses.asdict(self.request.limits),
         }
         kill: Kill | None = None
@@ -134,6 +147,7 @@ class RunLoop:
                     tg.start_soon(self._watch_abort, self.abort)
                 try:
                     await child.send(encode(start))
+                    timing_mark("start")
                     kill = await self._frames(child, tg)
                 except (anyio.BrokenResourceError, OSError):
                     kill = await self._death(child)
@@ -163,6 +177,8 @@ class RunLoop:
             except ProtocolError as exc:
                 return ("protocol", exc.detail)
             if frame is None:
+                timing_mark("eof")
+                self._eof = True
                 return None if self.done is not None else await self._death(child)
             kind = frame["type"]
             if self.done is not None:
@@ -187,6 +203,7 @@ class RunLoop:
             elif kind == "log":
                 _emit_log(frame["record"])
             elif kind == "done":
+                timing_mark("done")
                 self.done = frame
             else:
                 return ("protocol", f"unexpected {kind!r} frame from the child")

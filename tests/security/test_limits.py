@@ -143,6 +143,7 @@ async def test_file_size_bomb_stops_at_rlimit_fsize_and_scratch_is_removed(
     assert "File too large" in out.detail
     scratch = out.output.text.strip()
     assert os.path.basename(scratch).startswith("ptc-run-")
+    await backend.settle()  # a run that ended with done is torn down in the background
     assert not os.path.exists(scratch)  # noqa: ASYNC240 - a test assertion
 
 

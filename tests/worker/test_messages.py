@@ -45,6 +45,7 @@ VALID_CHILD: list[dict[str, Any]] = [
     {"type": "done", "ok": False, "kind": "exception", "detail": "Traceback"},
 ]
 VALID_HOST: list[dict[str, Any]] = [
+    {"type": "sdk", "module": "tools = None"},
     {"type": "start", "code": "return 1", "sdk_module": "", "profile": "python", "limits": LIMITS},
     {"type": "result", "id": 3, "ok": True, "value": None},
     {"type": "result", "id": 3, "ok": False, "code": "DENIED", "message": "no"},
@@ -75,6 +76,9 @@ INVALID_CHILD: list[object] = [
 ]
 INVALID_HOST: list[object] = [
     {"type": "ready", "pid": 1, "enforcement": {}},
+    {"type": "sdk"},
+    {"type": "sdk", "module": 1},
+    {"type": "sdk", "module": "", "sdk_module": ""},
     {"type": "start", "code": "", "sdk_module": "", "profile": "js", "limits": LIMITS},
     {"type": "start", "code": "", "sdk_module": "", "profile": "python", "limits": {}},
     {

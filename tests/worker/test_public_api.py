@@ -30,10 +30,13 @@ def test_all_names_are_exported_and_nothing_else_is_public() -> None:
         "RunStats",
         "StdoutListener",
         "SubprocessBackend",
+        "TimingHook",
         "WorkerBackend",
         "WorkerError",
         "compile_program",
         "parse_program",
+        "set_timing_hook",
+        "timing_mark",
     )
     for name in worker.__all__:
         assert hasattr(worker, name), name

@@ -1,4 +1,4 @@
-"""The child's main loop: ready, start, run one program, done, exit.
+"""The child's main loop: ready, (sdk,) start, run one program, done, exit.
 
 Runs inside an already contained child (the zygote applied containment before calling
 :func:`serve`). Imports only the standard library and RestrictedPython.
@@ -119,22 +119,52 @@ class FrameLogHandler(logging.Handler):
 
 
 def serve(sock: socket.socket, enforcement: dict[str, Any]) -> NoReturn:
-    """Speak the protocol on ``sock`` for one run, then exit the process."""
+    """Speak the protocol on ``sock`` for one run, then exit the process.
+
+    After ``ready`` the host may send ``sdk`` (while the child waits in the pool: the SDK
+    module is compiled and executed then, off the run's critical path) and then ``start``,
+    whose ``sdk_module`` is empty in that case; or ``start`` alone, carrying the module."""
     try:
         channel = Channel(sock)
         channel.send({"type": "ready", "pid": os.getpid(), "enforcement": enforcement})
-        start = channel.recv()
-        if start["type"] != "start":
+        frame = channel.recv()
+        sdk: LoadedSdk | None = None
+        if frame["type"] == "sdk":
+            sdk = load_sdk(frame["module"])
+            frame = channel.recv()
+        if frame["type"] != "start" or (sdk is not None and frame["sdk_module"]):
             os._exit(_EXIT_BAD_START)
-        result = run_started(channel, start)
+        result = run_started(channel, frame, sdk)
         channel.finish(result.as_frame())
     except BaseException:  # noqa: BLE001 - the host reports worker-exit; nothing to print to
         os._exit(_EXIT_CRASH)
     os._exit(0)
 
 
-def run_started(channel: Channel, start: dict[str, Any]) -> ProgramResult:
-    """Run the program of a validated ``start`` frame with capture installed."""
+class LoadedSdk:
+    """The SDK module executed into its own namespace (or why it failed to load)."""
+
+    def __init__(self, names: dict[str, Any], error: BaseException | None) -> None:
+        self.names = names
+        self.error = error
+
+
+def load_sdk(module: str) -> LoadedSdk:
+    """Compile and execute the worker module; its transport is bound later, at ``start``
+    (the module reads ``__transport__`` only when a tool is called)."""
+    names: dict[str, Any] = {"__transport__": None, "__name__": "ptc_sdk"}
+    try:
+        exec(compile(module, "<sdk>", "exec"), names)
+    except BaseException as exc:  # noqa: BLE001 - a broken SDK is the run's failure
+        return LoadedSdk(names, exc)
+    return LoadedSdk(names, None)
+
+
+def run_started(
+    channel: Channel, start: dict[str, Any], sdk: LoadedSdk | None = None
+) -> ProgramResult:
+    """Run the program of a validated ``start`` frame with capture installed (``sdk``: the
+    module an ``sdk`` frame already loaded, else ``start["sdk_module"]`` is loaded now)."""
     limits = Limits(**start["limits"])
     writer = FrameWriter(channel, stream_bytes=limits.stream_bytes)
     sys.stdout = sys.stderr = writer
@@ -145,11 +175,14 @@ def run_started(channel: Channel, start: dict[str, Any]) -> ProgramResult:
     transport = ChannelTransport(
         channel, max_calls=limits.max_calls, before_call=writer.flush, on_stop=stops.append
     )
-    names: dict[str, Any] = {"__transport__": transport, "__name__": "ptc_sdk"}
-    try:
-        exec(compile(start["sdk_module"], "<sdk>", "exec"), names)
-    except BaseException as exc:  # noqa: BLE001 - a broken SDK is this run's failure
-        return ProgramResult.failure("exception", f"the SDK module failed to load: {exc!r}")
+    if sdk is None:
+        sdk = load_sdk(start["sdk_module"])
+    if sdk.error is not None:
+        return ProgramResult.failure(
+            "exception", f"the SDK module failed to load: {sdk.error!r}"
+        )
+    names = sdk.names
+    names["__transport__"] = transport
 
     def stopped() -> ProgramStop | None:
         return writer.stop or (stops[0] if stops else None)

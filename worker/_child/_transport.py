@@ -45,10 +45,16 @@ class Channel:
 
     def finish(self, frame: Frame) -> None:
         """Send the last frame (``done``); frames from stray program threads after it are
-        dropped, since anything after ``done`` is a protocol violation."""
+        dropped, since anything after ``done`` is a protocol violation. Shutting the
+        sending side down gives the host its end of stream at once (it need not wait for
+        this process to exit)."""
         self.send(frame)
         with self._send_lock:
             self._finished = True
+            try:
+                self._sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                os._exit(_EXIT_HOST_GONE)
 
     def recv(self) -> Frame:
         try:

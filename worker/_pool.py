@@ -1,0 +1,331 @@
+"""The pool of contained children: requested ahead, primed for the runs in use, one run each.
+
+A pooled child is requested from the zygote (its scratch dir and cgroups are made then),
+completes its handshake and is *primed* in the background for a :class:`RunKey` (the SDK
+module and the CPU and memory limits of the run that last took a child): the cgroup memory
+limit written, the keeper's rlimits applied, the SDK module pre-loaded with an ``sdk`` frame
+(the child compiles it while it waits). A run takes a child primed for its own key, else an
+unprimed one (limits and SDK module then on its critical path). A child primed for one key
+never serves another, and no child serves two runs: :meth:`ChildPool.take` removes it.
+
+Off the critical path (:class:`Chores`): topping the pool up, priming, and the teardown of
+a child whose run finished normally (it is SIGKILLed at once; the confirmation that the tree
+is gone, the socket, scratch dir and cgroup removal follow). A child killed for a limit, a
+protocol breach, an abort or a cancellation is confirmed gone before its run returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from anyio.abc import UNIXSocketStream
+
+from ._cgroups import CgroupJanitor, RunCgroups
+from ._child_handle import ChildHandle
+from ._errors import WorkerError
+from ._keeper_lines import LimitsRequest
+from ._types import Containment, Dimension, Enforcement, Limits
+from ._zygote import ZygoteClient
+
+SPAWN_TIMEOUT_S = 10.0
+logger = logging.getLogger("ptc.worker")
+
+
+@dataclass(frozen=True, slots=True)
+class RunKey:
+    """What a primed child is prepared for: the SDK module and the limits its keeper and
+    cgroup were given."""
+
+    sdk_module: str
+    cpu_seconds: float
+    memory_mib: int
+
+    @classmethod
+    def of(cls, sdk_module: str, limits: Limits) -> RunKey:
+        return cls(sdk_module, limits.cpu_seconds, limits.memory_mib)
+
+
+class Chores:
+    """Background work (teardown, refill, priming). On asyncio each chore is a task of its
+    own, awaited by :meth:`wait`; elsewhere :meth:`start` says no and the caller does the
+    work inline."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def start(self, fn: Callable[[], Awaitable[None]], name: str) -> bool:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        task = loop.create_task(self._guard(fn, name), name=f"ptc-worker-{name}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return True
+
+    async def wait(self) -> None:
+        """Wait until no chore is left (chores may start others)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    @staticmethod
+    async def _guard(fn: Callable[[], Awaitable[None]], name: str) -> None:
+        try:
+            await fn()
+        except Exception:
+            logger.exception("background %s failed", name)
+
+
+class _Entry:
+    """One pooled child and what it is (being) primed for."""
+
+    __slots__ = ("child", "enforcement", "error", "key", "primed")
+
+    def __init__(self, child: ChildHandle, key: RunKey | None) -> None:
+        self.child = child
+        self.key = key
+        self.primed = anyio.Event()
+        self.enforcement: dict[Dimension, Enforcement] | None = None
+        self.error: WorkerError | None = None
+
+
+class ChildPool:
+    """Children for runs: see the module docstring."""
+
+    def __init__(self, containment: Containment) -> None:
+        self.containment = containment
+        self.zygote = ZygoteClient()
+        self.chores = Chores()
+        self.janitor = CgroupJanitor()
+        self._pool: list[_Entry] = []
+        self._doomed: list[ChildHandle] = []
+        self._last_key: RunKey | None = None
+        self._refilling = False
+        self._counter = 0
+        self.closed = False
+
+    @property
+    def children(self) -> tuple[ChildHandle, ...]:
+        return tuple(e.child for e in self._pool)
+
+    # --- making children --------------------------------------------------------------
+
+    def _cfg(self, scratch: str, cgroups: RunCgroups) -> dict[str, Any]:
+        c = self.containment
+        groups = [
+            [n, os.path.join(p, "cgroup.procs")]
+            for n, p in (
+                ("memory", cgroups.memory),
+                ("pids", cgroups.pids),
+                ("unified", cgroups.unified),
+            )
+            if p
+        ]
+        return {
+            "scratch": scratch,
+            "cgroups": groups,
+            "namespaces": c.namespaces,
+            "rlimits": c.rlimits,
+            "landlock": c.landlock,
+            "seccomp": c.seccomp,
+            "drop_privileges": c.drop_privileges,
+        }
+
+    async def request(self) -> ChildHandle:
+        """Ask the zygote for one child without waiting for it (the handshake comes later)."""
+        self._counter += 1
+        scratch = tempfile.mkdtemp(prefix="ptc-run-")
+        name = f"ptc-{os.getpid()}-{self._counter}"
+        cgroups = RunCgroups.create(name) if self.containment.cgroups else RunCgroups()
+        run_host, run_child = socket.socketpair()
+        keep_host, keep_child = socket.socketpair()
+        try:
+            self.zygote.request(
+                self._cfg(scratch, cgroups), [run_child.fileno(), keep_child.fileno()]
+            )
+        except BaseException:
+            for s in (run_host, keep_host):
+                s.close()
+            shutil.rmtree(scratch, ignore_errors=True)
+            cgroups.remove()
+            raise
+        finally:
+            run_child.close()
+            keep_child.close()
+        run = await UNIXSocketStream.from_socket(run_host)
+        keeper = await UNIXSocketStream.from_socket(keep_host)
+        return ChildHandle(run=run, keeper=keeper, cgroups=cgroups, scratch=scratch)
+
+    async def spawn(self) -> ChildHandle:
+        """Fork one contained child and wait for its ``ready``. Raises ``WorkerError``."""
+        child = await self.request()
+        await child.handshake(SPAWN_TIMEOUT_S)
+        return child
+
+    async def limit(self, child: ChildHandle, key: RunKey) -> dict[Dimension, Enforcement]:
+        """Write the cgroup memory limit and have the keeper lower the rlimits; the child's
+        enforcement, downgraded where that failed."""
+        enforcement = child.enforcement
+        if self.containment.cgroups and child.cgroups.memory is not None:
+            if not child.cgroups.set_memory_limit(key.memory_mib * 1024 * 1024):
+                enforcement["memory"] = Enforcement(
+                    level="partial", mechanism="RLIMIT_AS", gap="could not write cgroup limit"
+                )
+        if self.containment.rlimits:
+            ack = await child.apply_limits(
+                LimitsRequest(cpu_seconds=key.cpu_seconds, memory_mib=key.memory_mib)
+            )
+            if not ack.applied:
+                enforcement["cpu"] = Enforcement(
+                    level="none", mechanism="none", gap=f"RLIMIT_CPU not applied: {ack.error}"
+                )
+        return enforcement
+
+    async def _prime(self, entry: _Entry) -> None:
+        child = entry.child
+        try:
+            with anyio.fail_after(SPAWN_TIMEOUT_S):
+                await child.handshake(SPAWN_TIMEOUT_S)
+                if entry.key is not None:
+                    entry.enforcement = await self.limit(child, entry.key)
+                    await child.preload_sdk(entry.key.sdk_module)
+        except TimeoutError:
+            entry.error = WorkerError("a pooled child was not primed in time")
+        except WorkerError as exc:
+            entry.error = exc
+        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            entry.error = WorkerError(f"could not prime a pooled child: {exc!r}")
+        finally:
+            entry.primed.set()
+
+    # --- the pool ---------------------------------------------------------------------
+
+    async def fill(self) -> None:
+        """Top the pool up and wait until every pooled child is primed (or failed)."""
+        await self.chores.wait()
+        await self._top_up()
+        for entry in list(self._pool):
+            await entry.primed.wait()  # primed by a chore (or inline), never twice at once
+            if entry.error is not None:
+                self._pool.remove(entry)
+                await entry.child.close(self.janitor)
+                raise entry.error
+
+    async def _top_up(self) -> None:
+        if not self.zygote.alive():
+            pool, self._pool = self._pool, []
+            self._doomed.extend(e.child for e in pool)  # a dead zygote's: closed at the next take
+        key = self._last_key
+        for entry in self._pool:
+            if entry.key is None and key is not None and entry.primed.is_set() and not entry.error:
+                # A child warmed up before any run: prime it for the key in use now.
+                entry.key, entry.primed = key, anyio.Event()
+                if not self.chores.start(lambda entry=entry: self._prime(entry), "priming"):
+                    await self._prime(entry)
+        while len(self._pool) < self.containment.pool_size and not self.closed:
+            entry = _Entry(await self.request(), self._last_key)
+            self._pool.append(entry)
+            if not self.chores.start(lambda entry=entry: self._prime(entry), "priming"):
+                await self._prime(entry)
+
+    def refill_soon(self) -> None:
+        """Top the pool up in the background (inline where there are no chores)."""
+        if self._refilling or self.closed:
+            return
+
+        async def refill() -> None:
+            try:
+                with contextlib.suppress(WorkerError):
+                    await self._top_up()
+            finally:
+                self._refilling = False
+
+        self._refilling = True
+        if not self.chores.start(refill, "refill"):
+            self._refilling = False
+
+    async def take(self, key: RunKey) -> tuple[ChildHandle, dict[Dimension, Enforcement] | None]:
+        """A child for one run of ``key``, never used before and removed from the pool.
+
+        With an enforcement report: primed for ``key`` (limits applied, SDK loaded). With
+        ``None``: unprimed; the caller applies the limits and sends the SDK in ``start``.
+        Raises ``WorkerError`` when no child can be had."""
+        self._last_key = key
+        for doomed in self._doomed:
+            await doomed.close(self.janitor)
+        self._doomed.clear()
+        if not self.zygote.alive() and self._pool:
+            await self._top_up()  # moves a dead zygote's children out
+        while True:
+            entry = next((e for e in self._pool if e.key == key), None)
+            if entry is None:
+                entry = next((e for e in self._pool if e.key is None), None)
+            if entry is None:
+                break
+            self._pool.remove(entry)
+            if not self._pool:
+                self.refill_soon()
+            await entry.primed.wait()  # priming is bounded by SPAWN_TIMEOUT_S
+            child = entry.child
+            if entry.error is None and child.ready and child.exit is None and not child.closed:
+                return child, entry.enforcement
+            await child.close(self.janitor)
+        if self._pool:
+            # Only children primed for other keys: retire the oldest, so the refill
+            # shifts the pool toward the keys in use.
+            self._retire(self._pool.pop(0))
+        self.refill_soon()
+        return await self.spawn(), None
+
+    def _retire(self, entry: _Entry) -> None:
+        """Close a pooled child in the background once its priming is over."""
+
+        async def retire() -> None:
+            await entry.primed.wait()
+            await entry.child.close(self.janitor)
+
+        if not self.chores.start(retire, "teardown"):
+            self._doomed.append(entry.child)  # closed at the next take
+
+    async def release(self, child: ChildHandle, *, finished: bool) -> None:
+        """A run is over with ``child``. ``finished`` (it sent ``done`` and closed its
+        channel): the tree is killed now and confirmed gone in the background. Otherwise
+        (killed for a limit, a breach, abort, cancellation) confirmed before returning."""
+        if finished:
+
+            async def teardown() -> None:
+                await child.close(self.janitor)
+                self.refill_soon()
+
+            child.signal_kill()
+            if self.chores.start(teardown, "teardown"):
+                return
+        await child.close(self.janitor)
+        self.refill_soon()
+
+    async def aclose(self) -> None:
+        self.closed = True
+        with anyio.CancelScope(shield=True):
+            await self.chores.wait()
+            pool, self._pool = self._pool, []
+            for entry in pool:
+                child = entry.child
+                if not child.ready:
+                    with contextlib.suppress(WorkerError):
+                        await child.handshake(SPAWN_TIMEOUT_S)
+                await child.close()
+            for child in self._doomed:
+                await child.close()
+            self._doomed.clear()
+            self.zygote.stop()
+            await anyio.to_thread.run_sync(self.janitor.close)
