@@ -113,3 +113,40 @@ def leftover_descendants(pid: int, timeout_s: float = 2.0) -> list[int]:
         if not found or time.monotonic() > deadline:
             return found
         time.sleep(0.01)
+
+
+# A program prefix that finds the run channel (the only socket fd a child has) and defines
+# ``forge(body)``: write one length-prefixed frame body on it, as a hostile program can.
+FORGE = textwrap.dedent(
+    """
+    import os, socket, stat, struct
+    def _channel():
+        for fd in range(3, 64):
+            try:
+                if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                    return socket.socket(fileno=fd)
+            except OSError:
+                pass
+        raise RuntimeError("no channel")
+    _chan = _channel()
+    def forge(body):
+        _chan.sendall(struct.pack('>I', len(body)) + body)
+    """
+)
+
+
+def cgroup_dirs() -> set[str]:
+    """The per-run cgroup directories of this process that exist now (every hierarchy)."""
+    found: set[str] = set()
+    prefix = f"ptc-{os.getpid()}-"
+    with open("/proc/self/cgroup", encoding="ascii") as fh:
+        lines = fh.read().splitlines()
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        for name in controllers.split(",") if controllers else ["unified"]:
+            base = os.path.join("/sys/fs/cgroup", name, path.lstrip("/"))
+            if os.path.isdir(base):
+                found.update(
+                    os.path.join(base, n) for n in os.listdir(base) if n.startswith(prefix)
+                )
+    return found
