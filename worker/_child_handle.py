@@ -11,6 +11,7 @@ read only here (``_keeper_lines`` parses them); the exit report is kept for whoe
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import signal
@@ -129,7 +130,9 @@ class ChildHandle:
             await self.close()
             if isinstance(exc, WorkerError):
                 raise
-            raise WorkerError(f"child failed to start: {exc!r}") from exc
+            if isinstance(exc, OSError):
+                raise WorkerError(host_resource_error(exc)) from exc
+            raise WorkerError(f"child did not start within {timeout_s:g} s") from exc
         except BaseException:
             await self.close()
             raise
@@ -249,6 +252,16 @@ class ChildHandle:
                 self._cgroups.remove()
             else:
                 janitor.discard(self._cgroups)
+
+
+def host_resource_error(exc: OSError) -> str:
+    """What to tell a caller when the host itself could not set up a worker."""
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        return (
+            "could not start a worker: the host process is out of file descriptors "
+            f"({exc.strerror}); raise its RLIMIT_NOFILE or run fewer programs at once"
+        )
+    return f"could not start a worker: {exc.strerror or exc}"
 
 
 def _no_hello(line: KeeperLine | None) -> str:

@@ -108,6 +108,10 @@ class RunLoop:
             stats=self._stats(child),
         )
 
+    def timeout_detail(self) -> str:
+        wall = self.request.limits.wall_seconds
+        return f"wall clock limit of {wall:g} s exceeded"
+
     def _stats(self, child: ChildHandle | None) -> RunStats:
         report = child.exit if child is not None else None
         cpu_ms = float(report.cpu_ms) if report else 0.0
@@ -135,18 +139,22 @@ class RunLoop:
                 if self.abort is not None:
                     tg.start_soon(self._watch_abort, self.abort)
                 try:
-                    await child.send(encode(start))
-                    kill = await self._frames(child, tg)
-                except (anyio.BrokenResourceError, OSError):
-                    kill = await self._death(child)
+                    data = encode(start)
+                except ProtocolError as exc:  # program and SDK together over the frame cap
+                    kill = ("preflight", f"the program and its SDK cannot be sent: {exc.detail}")
+                else:
+                    try:
+                        await child.send(data)
+                        kill = await self._frames(child, tg)
+                    except (anyio.BrokenResourceError, OSError):
+                        kill = await self._death(child)
             tg.cancel_scope.cancel()
         if self.handler_error is not None:
             return None
         if self._aborted:
             kill = ("abort", "the run was aborted by the host")
         elif scope.cancelled_caught:
-            wall = self.request.limits.wall_seconds
-            kill = ("timeout", f"wall clock limit of {wall:g} s exceeded")
+            kill = ("timeout", self.timeout_detail())
         if kill is None:
             return None
         return RunOutcome(ok=False, kind=kill[0], detail=kill[1])

@@ -135,10 +135,11 @@ FORGE = textwrap.dedent(
 )
 
 
-def cgroup_dirs() -> set[str]:
-    """The per-run cgroup directories of this process that exist now (every hierarchy)."""
+def cgroup_dirs(prefix: str | None = None) -> set[str]:
+    """The per-run cgroup directories that exist now (every hierarchy): this process's, or
+    those whose name starts with ``prefix`` (``"ptc-"``: any host's)."""
     found: set[str] = set()
-    prefix = f"ptc-{os.getpid()}-"
+    prefix = prefix or f"ptc-{os.getpid()}-"
     with open("/proc/self/cgroup", encoding="ascii") as fh:
         lines = fh.read().splitlines()
     for line in lines:

@@ -59,8 +59,7 @@ async def test_values_nested_past_200_in_done_are_protocol_errors(
     backend: SubprocessBackend, depth: int
 ) -> None:
     body = (
-        f"b'{{\"type\":\"done\",\"ok\":true,\"value\":' + b'[' * {depth} + b']' * {depth}"
-        " + b'}'"
+        f"b'{{\"type\":\"done\",\"ok\":true,\"value\":' + b'[' * {depth} + b']' * {depth} + b'}}'"
     )
     out = await run(backend, _forged(body))
     assert out.kind == "protocol", out
@@ -72,7 +71,7 @@ async def test_a_value_200_deep_is_still_a_result(backend: SubprocessBackend) ->
 
 
 async def test_a_forged_15_mib_done_is_over_result_bytes(backend: SubprocessBackend) -> None:
-    body = "b'{\"type\":\"done\",\"ok\":true,\"value\":\"' + b'x' * (15 << 20) + b'\"}'"
+    body = 'b\'{"type":"done","ok":true,"value":"\' + b\'x\' * (15 << 20) + b\'"}\''
     out = await run(backend, _forged(body), Limits(wall_seconds=10, result_bytes=1 << 20))
     assert out.kind == "protocol", out
     assert "result_bytes" in out.detail
@@ -83,7 +82,7 @@ async def test_forged_call_arguments_over_the_cap_are_a_protocol_error(
     backend: SubprocessBackend,
 ) -> None:
     body = (
-        "b'{\"type\":\"call\",\"calls\":[{\"id\":1,\"tool\":\"echo\",\"arguments\":{\"s\":\"'"
+        'b\'{"type":"call","calls":[{"id":1,"tool":"echo","arguments":{"s":"\''
         " + b'x' * (15 << 20) + b'\"}}]}'"
     )
     out = await run(backend, _forged(body, then="import time\ntime.sleep(5)"))
@@ -95,7 +94,7 @@ async def test_forged_call_arguments_nested_past_200_are_a_protocol_error(
     backend: SubprocessBackend,
 ) -> None:
     body = (
-        "b'{\"type\":\"call\",\"calls\":[{\"id\":1,\"tool\":\"echo\",\"arguments\":{\"a\":'"
+        'b\'{"type":"call","calls":[{"id":1,"tool":"echo","arguments":{"a":\''
         " + b'[' * 202 + b']' * 202 + b'}}]}'"
     )
     out = await run(backend, _forged(body, then="import time\ntime.sleep(5)"))
@@ -105,7 +104,7 @@ async def test_forged_call_arguments_nested_past_200_are_a_protocol_error(
 async def test_a_forged_stdout_frame_over_stream_bytes_is_an_output_limit(
     backend: SubprocessBackend,
 ) -> None:
-    body = "b'{\"type\":\"stdout\",\"data\":\"' + b'x' * (2 << 20) + b'\"}'"
+    body = 'b\'{"type":"stdout","data":"\' + b\'x\' * (2 << 20) + b\'"}\''
     limits = Limits(wall_seconds=5, output_bytes=1000, stream_bytes=1 << 20)
     out = await run(backend, _forged(body, then="import time\ntime.sleep(5)"), limits)
     assert out.kind == "output-limit", out
@@ -115,12 +114,12 @@ async def test_a_forged_stdout_frame_over_stream_bytes_is_an_output_limit(
     ("body", "then"),
     [
         pytest.param(
-            "b'{\"type\":\"done\",\"ok\":true,\"value\":[\"a\\\\ud800b\", {\"\\\\udfff\": 1}]}'",
+            'b\'{"type":"done","ok":true,"value":["a\\\\ud800b", {"\\\\udfff": 1}]}\'',
             "os._exit(0)",
             id="done",
         ),
         pytest.param(
-            "b'{\"type\":\"stdout\",\"data\":\"a\\\\ud800b\\\\n\"}'",
+            'b\'{"type":"stdout","data":"a\\\\ud800b\\\\n"}\'',
             "_chan.detach()  # keep the channel open for the real done\nreturn 1",
             id="stdout",
         ),
@@ -169,8 +168,8 @@ async def test_forged_log_frames_count_against_stream_bytes(
     backend: SubprocessBackend, caplog: pytest.LogCaptureFixture
 ) -> None:
     record = (
-        "b'{\"type\":\"log\",\"record\":{\"name\":\"x\",\"levelno\":30,\"levelname\":\"WARNING\","
-        "\"msg\":\"' + b'y' * 60000 + b'\",\"created\":1.0}}'"
+        'b\'{"type":"log","record":{"name":"x","levelno":30,"levelname":"WARNING",'
+        '"msg":"\' + b\'y\' * 60000 + b\'","created":1.0}}\''
     )
     code = f"{FORGE}\nwhile True:\n    forge({record})"
     limits = Limits(wall_seconds=10, output_bytes=1000, stream_bytes=1 << 20)
@@ -198,8 +197,8 @@ async def test_a_forged_log_record_over_the_cap_is_a_protocol_error(
     backend: SubprocessBackend,
 ) -> None:
     record = (
-        "b'{\"type\":\"log\",\"record\":{\"name\":\"x\",\"levelno\":30,\"levelname\":\"WARNING\","
-        "\"msg\":\"' + b'y' * 3000000 + b'\",\"created\":1.0}}'"
+        'b\'{"type":"log","record":{"name":"x","levelno":30,"levelname":"WARNING",'
+        '"msg":"\' + b\'y\' * 3000000 + b\'","created":1.0}}\''
     )
     limits = Limits(wall_seconds=10, stream_bytes=8 << 20)
     out = await run(backend, _forged(record, then="import time\ntime.sleep(5)"), limits)
