@@ -41,9 +41,9 @@ from ._events import PostExecuteListener as PostExecuteListener
 from ._events import PreExecuteListener as PreExecuteListener
 from ._events import ResultListener as ResultListener
 from ._json import JSON as JSON
-from ._json import JSONLike as JSONLike
 from ._json import FrozenDict as FrozenDict
 from ._json import FrozenList as FrozenList
+from ._json import JSONLike as JSONLike
 from ._layers import Mode as Mode
 from ._layers import ModelFormat as ModelFormat
 from ._layers import ToolView as ToolView

@@ -8,8 +8,6 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Literal, overload
 
-import anyio
-from anyio.abc import TaskGroup
 from typing_extensions import Unpack
 
 from worker import Containment, Limits, Profile, WorkerBackend
@@ -17,6 +15,7 @@ from worker import Containment, Limits, Profile, WorkerBackend
 from ._codemode import CodeMode
 from ._decisions import Approver
 from ._decorator import ToolOptions
+from ._detached import Detached, start_detached
 from ._errors import ConfigurationError, UsageError
 from ._events import (
     CHANGE,
@@ -85,7 +84,8 @@ class ToolRuntime:
             default_mode=default_mode, backend=backend, containment=self._containment
         )
         self._tree.code_mode = self._code_mode
-        self._task_group: TaskGroup | None = None
+        self._entered = False
+        self._listener_tasks: set[Detached] = set()
         self._closed = False
         self.root = Scope(self._tree, "root", None)
 
@@ -220,8 +220,9 @@ class ToolRuntime:
                 self._spawn(out, listener)
 
     def _spawn(self, awaitable: Awaitable[object], listener: AnyListener) -> None:
-        # Changes happen in sync code; a coroutine listener runs in the runtime's task group.
-        if self._task_group is None:
+        # Changes happen in sync code; a coroutine listener runs in a task of its own that
+        # aclose() waits for (detached, so closing works from any task or nesting).
+        if not self._entered or self._closed:
             if inspect.iscoroutine(awaitable):
                 awaitable.close()
             logger.error(
@@ -236,15 +237,16 @@ class ToolRuntime:
                 await awaitable
             except Exception:
                 logger.exception("%s listener %s failed", CHANGE, describe(listener))
+            finally:
+                self._listener_tasks.discard(task)
 
-        self._task_group.start_soon(run)
+        task = start_detached(run, name=f"ptc-change-listener:{describe(listener)}")
+        self._listener_tasks.add(task)
 
     # -- lifetime -----------------------------------------------------------------------
 
     async def __aenter__(self) -> ToolRuntime:
-        group = anyio.create_task_group()
-        await group.__aenter__()
-        self._task_group = group
+        self._entered = True
         return self
 
     async def __aexit__(
@@ -256,13 +258,13 @@ class ToolRuntime:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close code mode (workers, pools) and wait for pending change listeners. Idempotent."""
+        """Close code mode (workers, pools) and wait for pending change listeners. Idempotent,
+        and callable from any task, inside or outside ``async with runtime``."""
         if self._closed:
             return
         self._closed = True
         try:
             await self._code_mode.aclose()
         finally:
-            group, self._task_group = self._task_group, None
-            if group is not None:
-                await group.__aexit__(None, None, None)
+            while self._listener_tasks:
+                await next(iter(self._listener_tasks)).done.wait()
