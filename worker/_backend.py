@@ -212,14 +212,23 @@ class SubprocessBackend(WorkerBackend):
                 enforcement["memory"] = Enforcement(
                     level="partial", mechanism="RLIMIT_AS", gap="could not write cgroup limit"
                 )
-        if self.containment.rlimits:
-            ack = await child.apply_limits(
-                LimitsRequest(cpu_seconds=limits.cpu_seconds, memory_mib=limits.memory_mib)
+        ack = await child.apply_limits(
+            LimitsRequest(
+                cpu_seconds=limits.cpu_seconds,
+                memory_mib=limits.memory_mib,
+                scratch_mib=limits.scratch_mib,
             )
-            if not ack.applied:
-                enforcement["cpu"] = Enforcement(
-                    level="none", mechanism="none", gap=f"RLIMIT_CPU not applied: {ack.error}"
-                )
+        )
+        if self.containment.rlimits and not ack.applied:
+            enforcement["cpu"] = Enforcement(
+                level="none", mechanism="none", gap=f"RLIMIT_CPU not applied: {ack.error}"
+            )
+        if ack.scratch_error and "tmpfs" in enforcement["filesystem"].mechanism:
+            fs = enforcement["filesystem"]
+            gap = f"scratch quota not applied: {ack.scratch_error}"
+            enforcement["filesystem"] = Enforcement(
+                level=fs.level, mechanism=fs.mechanism, gap="; ".join(filter(None, [fs.gap, gap]))
+            )
         loop.enforcement = enforcement
         missing = _enforcement.missing(self.containment, enforcement)
         if missing is not None:

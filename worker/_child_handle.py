@@ -155,7 +155,8 @@ class ChildHandle:
     # --- the keeper -------------------------------------------------------------------
 
     async def apply_limits(self, request: LimitsRequest) -> LimitsAck:
-        """Have the keeper lower the child's CPU and address-space rlimits.
+        """Have the keeper lower the child's CPU and address-space rlimits and set the
+        scratch quota.
 
         Never raises: a keeper that is gone or breaks its protocol gives a not-applied
         answer that says why."""
@@ -163,10 +164,11 @@ class ChildHandle:
             await self._keeper.send(request.to_line())
             line = await self._keeper_line()
         except (WorkerError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-            return LimitsAck(applied=False, error=str(exc) or type(exc).__name__, cpu_limit_s=0)
+            why = str(exc) or type(exc).__name__
+            return LimitsAck(applied=False, error=why, cpu_limit_s=0, scratch_error=why)
         if not isinstance(line, LimitsAck):
             why = "keeper exited" if line is None else f"keeper sent {type(line).__name__}"
-            return LimitsAck(applied=False, error=why, cpu_limit_s=0)
+            return LimitsAck(applied=False, error=why, cpu_limit_s=0, scratch_error=why)
         if line.applied:
             self._cpu_limit_s = float(line.cpu_limit_s)
         return line

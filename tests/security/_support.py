@@ -38,6 +38,10 @@ SDK = textwrap.dedent(
     """
 )
 
+PROCESSES_PER_POOLED_CHILD = 3 if os.geteuid() == 0 else 2
+"""A pooled child is its keeper, the child, and (as root) the helper that resizes the
+scratch tmpfs to the run's ``scratch_mib`` when the child is taken."""
+
 SHORT = Limits(wall_seconds=3.0, cpu_seconds=2.0, memory_mib=256)
 RELAXED = Containment(require=frozenset())
 
