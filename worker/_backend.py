@@ -24,7 +24,8 @@ from anyio.abc import UNIXSocketStream
 from . import _enforcement, _landlock, _seccomp
 from ._abc import CallHandler, StdoutListener, WorkerBackend
 from ._cgroups import CgroupJanitor, RunCgroups
-from ._child_handle import ChildHandle
+from ._child._source import program_size_problem
+from ._child_handle import ChildHandle, host_resource_error
 from ._errors import WorkerError
 from ._keeper_lines import LimitsRequest
 from ._runloop import RunLoop
@@ -86,28 +87,40 @@ class SubprocessBackend(WorkerBackend):
         }
 
     async def _request(self) -> ChildHandle:
-        """Ask the zygote for one child without waiting for it (the handshake comes later)."""
+        """Ask the zygote for one child without waiting for it (the handshake comes later).
+
+        Raises ``WorkerError`` (with nothing left behind: sockets, scratch dir, cgroups)
+        when the host cannot provide what a child needs, e.g. file descriptors."""
         self._counter += 1
-        scratch = tempfile.mkdtemp(prefix="ptc-run-")
         name = f"ptc-{os.getpid()}-{self._counter}"
-        cgroups = RunCgroups.create(name) if self.containment.cgroups else RunCgroups()
-        run_host, run_child = socket.socketpair()
-        keep_host, keep_child = socket.socketpair()
+        sockets: list[socket.socket] = []
+        scratch = ""
+        cgroups = RunCgroups()
         try:
-            self._zygote.request(
-                self._cfg(scratch, cgroups), [run_child.fileno(), keep_child.fileno()]
-            )
-        except BaseException:
-            for s in (run_host, keep_host):
-                s.close()
-            shutil.rmtree(scratch, ignore_errors=True)
+            try:
+                sockets.extend(socket.socketpair())
+                sockets.extend(socket.socketpair())
+                scratch = tempfile.mkdtemp(prefix="ptc-run-")
+                if self.containment.cgroups:
+                    cgroups = RunCgroups.create(name)
+                run_host, run_child, keep_host, keep_child = sockets
+                self._zygote.request(
+                    self._cfg(scratch, cgroups), [run_child.fileno(), keep_child.fileno()]
+                )
+            finally:
+                for far_end in sockets[1::2]:
+                    far_end.close()  # the zygote has its own copies by now (or never will)
+            run = await UNIXSocketStream.from_socket(run_host)
+            keeper = await UNIXSocketStream.from_socket(keep_host)
+        except BaseException as exc:
+            for near_end in sockets[0::2]:
+                near_end.close()
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
             cgroups.remove()
+            if isinstance(exc, OSError):
+                raise WorkerError(host_resource_error(exc)) from exc
             raise
-        finally:
-            run_child.close()
-            keep_child.close()
-        run = await UNIXSocketStream.from_socket(run_host)
-        keeper = await UNIXSocketStream.from_socket(keep_host)
         return ChildHandle(run=run, keeper=keeper, cgroups=cgroups, scratch=scratch)
 
     async def spawn(self) -> ChildHandle:
@@ -160,8 +173,10 @@ class SubprocessBackend(WorkerBackend):
         on_calls: CallHandler,
         on_stdout: StdoutListener | None = None,
         abort: anyio.Event | None = None,
+        started: float | None = None,
     ) -> RunOutcome:
-        started = time.monotonic()
+        if started is None:
+            started = time.monotonic()
         deadline = started + request.limits.wall_seconds
         if self._closed:
             raise WorkerError("backend is closed")
@@ -173,10 +188,18 @@ class SubprocessBackend(WorkerBackend):
             deadline=deadline,
             started=started,
         )
+        too_large = program_size_problem(request.code)
+        if too_large is not None:
+            return loop.fail("preflight", too_large, {})
+        if time.monotonic() >= deadline:
+            return loop.fail("timeout", loop.timeout_detail(), {})
         try:
-            child = await self._take()
+            with anyio.fail_after(max(deadline - time.monotonic(), 0)):
+                child = await self._take()
         except WorkerError as exc:
             return loop.fail("worker-exit", str(exc), {})
+        except TimeoutError:
+            return loop.fail("timeout", loop.timeout_detail(), {})
         try:
             with contextlib.suppress(WorkerError):
                 await self._refill()
@@ -194,14 +217,23 @@ class SubprocessBackend(WorkerBackend):
                 enforcement["memory"] = Enforcement(
                     level="partial", mechanism="RLIMIT_AS", gap="could not write cgroup limit"
                 )
-        if self.containment.rlimits:
-            ack = await child.apply_limits(
-                LimitsRequest(cpu_seconds=limits.cpu_seconds, memory_mib=limits.memory_mib)
+        ack = await child.apply_limits(
+            LimitsRequest(
+                cpu_seconds=limits.cpu_seconds,
+                memory_mib=limits.memory_mib,
+                scratch_mib=limits.scratch_mib,
             )
-            if not ack.applied:
-                enforcement["cpu"] = Enforcement(
-                    level="none", mechanism="none", gap=f"RLIMIT_CPU not applied: {ack.error}"
-                )
+        )
+        if self.containment.rlimits and not ack.applied:
+            enforcement["cpu"] = Enforcement(
+                level="none", mechanism="none", gap=f"RLIMIT_CPU not applied: {ack.error}"
+            )
+        if ack.scratch_error and "tmpfs" in enforcement["filesystem"].mechanism:
+            fs = enforcement["filesystem"]
+            gap = f"scratch quota not applied: {ack.scratch_error}"
+            enforcement["filesystem"] = Enforcement(
+                level=fs.level, mechanism=fs.mechanism, gap="; ".join(filter(None, [fs.gap, gap]))
+            )
         loop.enforcement = enforcement
         missing = _enforcement.missing(self.containment, enforcement)
         if missing is not None:

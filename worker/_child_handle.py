@@ -11,6 +11,7 @@ read only here (``_keeper_lines`` parses them); the exit report is kept for whoe
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import signal
@@ -129,7 +130,9 @@ class ChildHandle:
             await self.close()
             if isinstance(exc, WorkerError):
                 raise
-            raise WorkerError(f"child failed to start: {exc!r}") from exc
+            if isinstance(exc, OSError):
+                raise WorkerError(host_resource_error(exc)) from exc
+            raise WorkerError(f"child did not start within {timeout_s:g} s") from exc
         except BaseException:
             await self.close()
             raise
@@ -152,7 +155,8 @@ class ChildHandle:
     # --- the keeper -------------------------------------------------------------------
 
     async def apply_limits(self, request: LimitsRequest) -> LimitsAck:
-        """Have the keeper lower the child's CPU and address-space rlimits.
+        """Have the keeper lower the child's CPU and address-space rlimits and set the
+        scratch quota.
 
         Never raises: a keeper that is gone or breaks its protocol gives a not-applied
         answer that says why."""
@@ -160,10 +164,11 @@ class ChildHandle:
             await self._keeper.send(request.to_line())
             line = await self._keeper_line()
         except (WorkerError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-            return LimitsAck(applied=False, error=str(exc) or type(exc).__name__, cpu_limit_s=0)
+            why = str(exc) or type(exc).__name__
+            return LimitsAck(applied=False, error=why, cpu_limit_s=0, scratch_error=why)
         if not isinstance(line, LimitsAck):
             why = "keeper exited" if line is None else f"keeper sent {type(line).__name__}"
-            return LimitsAck(applied=False, error=why, cpu_limit_s=0)
+            return LimitsAck(applied=False, error=why, cpu_limit_s=0, scratch_error=why)
         if line.applied:
             self._cpu_limit_s = float(line.cpu_limit_s)
         return line
@@ -249,6 +254,16 @@ class ChildHandle:
                 self._cgroups.remove()
             else:
                 janitor.discard(self._cgroups)
+
+
+def host_resource_error(exc: OSError) -> str:
+    """What to tell a caller when the host itself could not set up a worker."""
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        return (
+            "could not start a worker: the host process is out of file descriptors "
+            f"({exc.strerror}); raise its RLIMIT_NOFILE or run fewer programs at once"
+        )
+    return f"could not start a worker: {exc.strerror or exc}"
 
 
 def _no_hello(line: KeeperLine | None) -> str:

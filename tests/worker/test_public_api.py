@@ -12,6 +12,7 @@ def test_all_names_are_exported_and_nothing_else_is_public() -> None:
     assert worker.__all__ == (
         "DIMENSIONS",
         "FAILURE_KINDS",
+        "MAX_PROGRAM_BYTES",
         "CallHandler",
         "CallReply",
         "CallRequest",
@@ -34,6 +35,7 @@ def test_all_names_are_exported_and_nothing_else_is_public() -> None:
         "WorkerError",
         "compile_program",
         "parse_program",
+        "program_size_problem",
     )
     for name in worker.__all__:
         assert hasattr(worker, name), name
