@@ -102,6 +102,7 @@ async def _serve(
                 raise CliError(str(exc)) from exc
             except ValueError as exc:
                 raise CliError(f"cannot mount {server.label!r}: {exc}") from exc
+        await scope.prepare()
         listed = len(scope.model_tools())
         natives = len(scope.view().visible) - (mode != "native")
         what = f"{natives} tools in {mode} mode ({listed} listed)"

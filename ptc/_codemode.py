@@ -20,7 +20,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import anyio.from_thread
@@ -34,6 +34,7 @@ from worker import (
     RunRequest,
     SubprocessBackend,
     WorkerBackend,
+    program_size_problem,
     timing_mark,
 )
 
@@ -42,7 +43,7 @@ from ._decisions import ApprovalAnswer
 from ._errors import ClosedError, UsageError
 from ._json import JSON, FrozenDict
 from ._layers import Mode
-from ._preflight import check_program
+from ._preflight import PreflightError, check_program
 from ._prompt import (
     RUN_CODE,
     RUN_CODE_INPUT_SCHEMA,
@@ -141,14 +142,21 @@ class CodeMode:
 
             async def execute(arguments: FrozenDict, context: ToolContext) -> Any:
                 # The SDK, profile and limits this definition was built from, bound here.
-                return await self._execute(bound, profile, limits, arguments, context)
+                started = time.monotonic()  # the wall clock runs from run_code entry
+                return await self._execute(bound, profile, limits, arguments, context, started)
 
             stub = sdk.stub
         else:
 
             async def execute(arguments: FrozenDict, context: ToolContext) -> Any:
-                built = await self._builder.build_async(definitions, profile)
-                return await self._execute(built, profile, limits, arguments, context)
+                started = time.monotonic()  # waiting for the SDK counts against the wall clock
+                _check_size(arguments)
+                built: sdkgen.Sdk | None = None
+                with anyio.move_on_after(limits.wall_seconds):
+                    built = await self._builder.build_async(definitions, profile)
+                if built is None:
+                    _fail("timeout", _timeout_detail(limits, "while the SDK was being generated"))
+                return await self._execute(built, profile, limits, arguments, context, started)
 
             stub = _PENDING_STUB
             self._builder.submit(definitions, profile)
@@ -274,28 +282,40 @@ class CodeMode:
         limits: Limits,
         arguments: FrozenDict,
         context: ToolContext,
+        started: float,
     ) -> Any:
         timing_mark("enter")
         code = arguments["code"]
         scope = context.execution.scope
         assert isinstance(code, str) and isinstance(scope, Scope)
-        # Pre-flight parses (and, restricted, compiles) the program: off the event loop.
-        problem = await anyio.to_thread.run_sync(check_program, code, sdk, profile)
+        _check_size(arguments)
+        # Pre-flight parses (and, restricted, compiles) the program: off the event loop, and
+        # within the wall clock (a thread cannot be stopped: at the deadline it is abandoned,
+        # its work bounded by the program size limit).
+        problem: PreflightError | None = None
+        with anyio.move_on_after(started + limits.wall_seconds - time.monotonic()) as wall:
+            problem = await anyio.to_thread.run_sync(
+                check_program, code, sdk, profile, abandon_on_cancel=True
+            )
+        if wall.cancelled_caught:
+            _fail("timeout", _timeout_detail(limits, "during pre-flight (checking the program)"))
         timing_mark("preflight")
         if problem is not None:
-            message = failure_message(problem.kind, problem.detail, "")
-            meta: dict[str, JSON] = {"failure": {"kind": problem.kind, "detail": problem.detail}}
-            raise BodyFailure("CODE_RUN_FAILED", message, meta)
+            _fail(problem.kind, problem.detail)
         if self._closed:
-            detail = "the runtime is closed"
-            raise BodyFailure("CODE_RUN_FAILED", failure_message("abort", detail, ""))
+            _fail("abort", "the runtime is closed")
         replay = _REPLAY.get()
         _REPLAY.set(None)  # consumed: a nested run_code elsewhere starts afresh
         if replay is not None and replay[0] != code:
             replay = None  # not the program this replay was made for
         execution = context.execution
         run = ProgramRun(
-            execution, scope, context.signal, limits, replay[1] if replay is not None else None
+            execution,
+            scope,
+            context.signal,
+            limits,
+            replay[1] if replay is not None else None,
+            started=started,
         )
         request = RunRequest(code=code, sdk_module=sdk.module, profile=profile, limits=limits)
         self._runs.add(run)
@@ -373,6 +393,23 @@ class CodeMode:
             return await scope.call(RUN_CODE, arguments, call_id=suspension.call_id)
         finally:
             _REPLAY.reset(reset)
+
+
+def _fail(kind: str, detail: str) -> NoReturn:
+    meta: dict[str, JSON] = {"failure": {"kind": kind, "detail": detail}}
+    raise BodyFailure("CODE_RUN_FAILED", failure_message(kind, detail, ""), meta)
+
+
+def _check_size(arguments: FrozenDict) -> None:
+    """The program size limit, checked before anything else looks at the program."""
+    code = arguments.get("code")
+    problem = program_size_problem(code) if isinstance(code, str) else None
+    if problem is not None:
+        _fail("preflight", problem)
+
+
+def _timeout_detail(limits: Limits, when: str) -> str:
+    return f"wall clock limit of {limits.wall_seconds:g} s exceeded {when}"
 
 
 def _native_tools(scope: Scope) -> tuple[ToolDefinition, ...]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from worker import Limits
+from worker import MAX_PROGRAM_BYTES, Limits
 
 RUN_CODE = "run_code"
 
@@ -92,7 +92,9 @@ def run_code_description(sdk_stub: str, profile: str, limits: Limits) -> str:
         "bool, None). `print` output is shown to you along with the result.\n"
         f"- Limits: {limits.wall_seconds:g} s wall clock (including tool calls), "
         f"{limits.cpu_seconds:g} s CPU, {limits.memory_mib} MiB memory, "
-        f"{limits.max_calls} tool calls, {limits.output_bytes} bytes of output shown.\n"
+        f"{limits.max_calls} tool calls, {limits.output_bytes} bytes of output shown, "
+        f"{MAX_PROGRAM_BYTES // 1024} KiB of program source, {limits.scratch_mib} MiB of files "
+        "in the working directory (they count as memory).\n"
         f"- {profile_rules(profile)}\n"
         "\n"
         "The SDK (Python stubs; bodies elided):\n"

@@ -5,6 +5,12 @@ Every SDK call a program makes arrives here as a batch and becomes a full pipeli
 run_code's token, a signal fused from the outer call and the run's lifetime), scheduled by
 one :class:`~ptc._scheduler.Scheduler` per run so the batch rules hold across batches.
 
+The wall clock bounds the run itself, from ``run_code`` entry: nested calls run in a
+detached task group (:mod:`ptc._detached`), so when the run ends its started calls drain
+only until the deadline (or a short grace when the run was aborted or its caller
+cancelled); a call still running then is cancelled, and if it ignores that too it is
+abandoned and logged, never awaited.
+
 **Suspension.** When the approver defers a call, the run stops admitting calls (``halt``),
 kills the worker at once, lets calls already started finish, and ends with
 :class:`RunSuspended`: every completed call (name, arguments, the reply the program got)
@@ -20,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NoReturn
 
 import anyio
@@ -30,6 +36,7 @@ from worker import CallReply, CallRequest, Limits, RunOutcome, RunRequest, Worke
 
 from ._body import BodyFailure, BodyResult
 from ._decisions import ApprovalAnswer, ApprovalRequest, DispatchLogEntry
+from ._detached import Detached, start_detached
 from ._events import DISPATCH_LOG, ListenerError, logger, run_waterfall
 from ._json import JSON, thaw
 from ._pipeline import CallSite
@@ -40,7 +47,11 @@ from ._signals import CancelSignal, fuse, on_cancel
 from ._suspensions import PendingApproval, RecordedCall
 from ._tools import ToolExecution
 
-__all__ = ("ProgramRun", "Replay", "RunSuspended", "failure_message")
+__all__ = ("DRAIN_GRACE_S", "ProgramRun", "Replay", "RunSuspended", "failure_message")
+
+DRAIN_GRACE_S = 0.02
+"""How long cancelled nested calls get to stop before they are abandoned (within the
+50 ms kill budget after the deadline)."""
 
 
 def failure_message(kind: str, detail: str, output: str) -> str:
@@ -89,6 +100,8 @@ class ProgramRun:
         signal: CancelSignal,
         limits: Limits,
         replay: Replay | None = None,
+        *,
+        started: float,
     ) -> None:
         self.execution = execution
         self.scope = scope
@@ -98,6 +111,8 @@ class ProgramRun:
         self.signal, self._detach = fuse(signal, self.lifetime)
         self.halt = CancelSignal()
         self.scheduler = Scheduler(limits.max_parallel_calls)
+        self.started = started
+        self.deadline = started + limits.wall_seconds
         self.dispatch_log: list[JSON] = []
         self.replay = replay
         self._recorded = {c.n: c for c in replay.calls} if replay is not None else {}
@@ -109,6 +124,10 @@ class ProgramRun:
         self._abort = anyio.Event()
         self._abort_reason = ""
         self._group: TaskGroup | None = None
+        self._calls_host: Detached | None = None
+        self._serving = anyio.Event()
+        self._stop_serving = anyio.Event()
+        self._in_flight: dict[str, str] = {}
 
     def abort(self, reason: str) -> None:
         """Kill the worker; the run ends as ``abort`` (the runtime is closing)."""
@@ -116,41 +135,74 @@ class ProgramRun:
         self._abort.set()
 
     async def execute(self, backend: WorkerBackend, request: RunRequest) -> BodyResult:
-        started = time.monotonic()
         removers = [
             on_cancel(self.caller, self._abort.set),
             # A deferred approval kills the worker at once: nothing is held open.
             on_cancel(self.halt, self._abort.set),
         ]
+        host = self._calls_host = start_detached(
+            self._serve, name=f"ptc-run-calls:{self.execution.call_id}"
+        )
         try:
-            async with anyio.create_task_group() as watchdog:
-                async with anyio.create_task_group() as group:
-                    self._group = group
-                    try:
-                        outcome = await backend.run(
-                            request, on_calls=self.handle, abort=self._abort
-                        )
-                    finally:
-                        if not self.halt.cancelled:
-                            # Unstarted calls are abandoned, started ones drain as the
-                            # group exits.
-                            self.lifetime.cancel("run_code settled")
-                    if self.halt.cancelled:
-                        # Suspended: started calls finish (they are recorded, never run
-                        # twice), within what is left of the wall clock.
-                        left = self.limits.wall_seconds - (time.monotonic() - started)
-                        watchdog.start_soon(_cancel_after, self.lifetime, max(left, 0.0))
-                watchdog.cancel_scope.cancel()
+            await self._serving.wait()
+            outcome = await backend.run(
+                request, on_calls=self.handle, abort=self._abort, started=self.started
+            )
+        except BaseException:
+            # Cancelled (or a host bug): nested calls see their signal fire *before* they
+            # are cancelled, then get a short grace, then are abandoned.
+            self.lifetime.cancel("run_code cancelled")
+            host.cancel()
+            with anyio.CancelScope(shield=True):
+                await self._drain(host, time.monotonic())
+            raise
         finally:
-            self.lifetime.cancel("run_code settled")
+            if not self.halt.cancelled:
+                self.lifetime.cancel("run_code settled")  # unstarted calls are abandoned
+            self._stop_serving.set()
             for remove in removers:
                 remove()
+        try:
+            # Suspended: started calls finish (they are recorded, never run twice) within
+            # the wall clock; aborted: they get only the grace.
+            suspended = self.halt.cancelled
+            until = time.monotonic() if self._abort.is_set() and not suspended else self.deadline
+            await self._drain(host, until)
+        finally:
+            self.lifetime.cancel("run_code settled")
             self._detach()
         return self._result(outcome)
 
+    async def _serve(self) -> None:
+        """The detached task group the run's nested calls run in."""
+        async with anyio.create_task_group() as group:
+            self._group = group
+            self._serving.set()
+            await self._stop_serving.wait()
+
+    async def _drain(self, host: Detached, until: float) -> None:
+        """Let started calls finish until ``until``; then cancel them, give them
+        :data:`DRAIN_GRACE_S`, and abandon (and log) whatever still runs."""
+        with anyio.move_on_after(until - time.monotonic()):
+            await host.done.wait()
+        if host.done.is_set():
+            return
+        self.lifetime.cancel("run_code settled")
+        host.cancel()
+        with anyio.move_on_after(DRAIN_GRACE_S):
+            await host.done.wait()
+        if not host.done.is_set():
+            stuck = ", ".join(f"{cid} ({name})" for cid, name in self._in_flight.items())
+            logger.warning(
+                "run_code %s: nested call(s) %s did not stop when cancelled at the end of the "
+                "run; abandoned (still running in the background)",
+                self.execution.call_id,
+                stuck or "?",
+            )
+
     async def handle(self, calls: Sequence[CallRequest]) -> Sequence[CallReply]:
-        """The worker's call handler: dispatch in the run's own task group, so a batch in
-        flight when the worker dies still drains before ``run_code`` returns."""
+        """The worker's call handler: dispatch in the run's own (detached) task group, so
+        a batch in flight when the worker dies still drains before ``run_code`` returns."""
         batch = []
         for call in calls:
             self._count += 1
@@ -169,6 +221,8 @@ class ProgramRun:
         replies: list[CallReply],
         done: anyio.Event,
     ) -> None:
+        for _, call in batch:
+            self._in_flight[call.call_id or ""] = call.name
         try:
             answered: dict[int, CallReply] = {}
             live: list[tuple[int, ToolCall]] = []
@@ -186,6 +240,8 @@ class ProgramRun:
                 await self._run_live(live, answered)
             replies.extend(answered[n] for n, _ in batch)
         finally:
+            for _, call in batch:
+                self._in_flight.pop(call.call_id or "", None)
             done.set()
 
     def _replayed(self, n: int, call: ToolCall) -> RecordedCall | None:
@@ -323,10 +379,12 @@ class ProgramRun:
 
     def _result(self, outcome: RunOutcome) -> BodyResult:
         output = outcome.output
+        # Honest wall time: from run_code entry until now, nested calls' drain included.
+        stats = replace(outcome.stats, wall_ms=(time.monotonic() - self.started) * 1000.0)
         meta: dict[str, JSON] = {
             "dispatch_log": self.dispatch_log,
             "enforcement": thaw(outcome.enforcement_json()),
-            "stats": thaw(outcome.stats.as_json()),
+            "stats": thaw(stats.as_json()),
             "output": {"total_bytes": output.total_bytes, "truncated": output.truncated},
         }
         if self._diverged:
@@ -356,11 +414,6 @@ class ProgramRun:
     def _fail(kind: str, detail: str, output: str, meta: dict[str, JSON]) -> NoReturn:
         meta["failure"] = {"kind": kind, "detail": detail}
         raise BodyFailure("CODE_RUN_FAILED", failure_message(kind, detail, output), meta)
-
-
-async def _cancel_after(signal: CancelSignal, seconds: float) -> None:
-    await anyio.sleep(seconds)
-    signal.cancel("run_code settled")
 
 
 def _code(result: ToolResult) -> str | None:

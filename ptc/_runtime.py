@@ -9,7 +9,6 @@ from types import TracebackType
 from typing import Any, Literal, overload
 
 import anyio
-from anyio.abc import TaskGroup
 from typing_extensions import Unpack
 
 from worker import Containment, Limits, Profile, WorkerBackend
@@ -17,6 +16,7 @@ from worker import Containment, Limits, Profile, WorkerBackend
 from ._codemode import CodeMode
 from ._decisions import Approver
 from ._decorator import ToolOptions
+from ._detached import Detached, start_detached
 from ._errors import ConfigurationError, UsageError
 from ._events import (
     CHANGE,
@@ -98,7 +98,9 @@ class ToolRuntime:
             suspensions=self._suspensions,
         )
         self._tree.code_mode = self._code_mode
-        self._task_group: TaskGroup | None = None
+        self._entered = False
+        self._listener_tasks: set[Detached] = set()
+        self._lifetime_host: Detached | None = None
         self._closed = False
         self.root = Scope(self._tree, "root", None)
 
@@ -248,8 +250,9 @@ class ToolRuntime:
                 self._spawn(out, listener)
 
     def _spawn(self, awaitable: Awaitable[object], listener: AnyListener) -> None:
-        # Changes happen in sync code; a coroutine listener runs in the runtime's task group.
-        if self._task_group is None:
+        # Changes happen in sync code; a coroutine listener runs in a task of its own that
+        # aclose() waits for (detached, so closing works from any task or nesting).
+        if not self._entered or self._closed:
             if inspect.iscoroutine(awaitable):
                 awaitable.close()
             logger.error(
@@ -264,16 +267,23 @@ class ToolRuntime:
                 await awaitable
             except Exception:
                 logger.exception("%s listener %s failed", CHANGE, describe(listener))
+            finally:
+                self._listener_tasks.discard(task)
 
-        self._task_group.start_soon(run)
+        task = start_detached(run, name=f"ptc-change-listener:{describe(listener)}")
+        self._listener_tasks.add(task)
 
     # -- lifetime -----------------------------------------------------------------------
 
     async def __aenter__(self) -> ToolRuntime:
-        group = anyio.create_task_group()
-        await group.__aenter__()
-        self._task_group = group
-        self._lifetime.attach(group)
+        self._entered = True
+        # Background tasks of integrations (ptc.mcp mounts) run in a task group that lives
+        # in a detached task of its own, so closing works from any task or nesting.
+        ready = anyio.Event()
+        self._lifetime_host = start_detached(
+            self._host_lifetime, ready, name="ptc-runtime-lifetime"
+        )
+        await ready.wait()
         return self
 
     async def __aexit__(
@@ -285,8 +295,9 @@ class ToolRuntime:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close code mode (workers, pools), run the close hooks (``on_close``), then wait
-        for background tasks and pending change listeners. Idempotent."""
+        """Close code mode (workers, pools), run the close hooks (``on_close``), then stop
+        background tasks and wait for pending change listeners. Idempotent, and callable
+        from any task, inside or outside ``async with runtime``."""
         if self._closed:
             return
         self._closed = True
@@ -297,6 +308,15 @@ class ToolRuntime:
                 await self._lifetime.aclose()
         finally:
             self._lifetime.detach()
-            group, self._task_group = self._task_group, None
-            if group is not None:
-                await group.__aexit__(None, None, None)
+            host, self._lifetime_host = self._lifetime_host, None
+            if host is not None:
+                host.cancel()  # what the close hooks did not stop
+                await host.done.wait()
+            while self._listener_tasks:
+                await next(iter(self._listener_tasks)).done.wait()
+
+    async def _host_lifetime(self, ready: anyio.Event) -> None:
+        async with anyio.create_task_group() as group:
+            self._lifetime.attach(group)
+            ready.set()
+            await anyio.sleep_forever()

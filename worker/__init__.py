@@ -8,9 +8,11 @@ from ._abc import CallHandler as CallHandler
 from ._abc import StdoutListener as StdoutListener
 from ._abc import WorkerBackend as WorkerBackend
 from ._backend import SubprocessBackend as SubprocessBackend
+from ._child._source import MAX_PROGRAM_BYTES as MAX_PROGRAM_BYTES
 from ._child._source import CompileFailure as CompileFailure
 from ._child._source import compile_program as compile_program
 from ._child._source import parse_program as parse_program
+from ._child._source import program_size_problem as program_size_problem
 from ._errors import ProtocolError as ProtocolError
 from ._errors import WorkerError as WorkerError
 from ._output import OutputCapture as OutputCapture
@@ -35,6 +37,7 @@ from ._types import RunStats as RunStats
 __all__ = (
     "DIMENSIONS",
     "FAILURE_KINDS",
+    "MAX_PROGRAM_BYTES",
     "CallHandler",
     "CallReply",
     "CallRequest",
@@ -58,6 +61,7 @@ __all__ = (
     "WorkerError",
     "compile_program",
     "parse_program",
+    "program_size_problem",
     "set_timing_hook",
     "timing_mark",
 )

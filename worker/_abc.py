@@ -45,10 +45,14 @@ class WorkerBackend(ABC):
         on_calls: CallHandler,
         on_stdout: StdoutListener | None = None,
         abort: anyio.Event | None = None,
+        started: float | None = None,
     ) -> RunOutcome:
         """Run one program to its end and return a tagged outcome (never raises for it).
 
-        The wall clock starts when this is called. Setting ``abort`` kills the worker and
+        The wall clock starts at ``started`` (a ``time.monotonic()`` value: a host counts
+        its own work before the run, such as pre-flight, against ``wall_seconds``), or when
+        this is called; a deadline already past is ``timeout`` at once. A program over
+        ``MAX_PROGRAM_BYTES`` is ``preflight``. Setting ``abort`` kills the worker and
         returns kind ``abort`` with the output captured so far; cancelling the calling task
         kills the worker too (and re-raises the cancellation).
         """

@@ -10,6 +10,7 @@ is confirmed before the run returns. Scratch dir and cgroups are removed with th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Mapping
@@ -19,12 +20,16 @@ import anyio
 from . import _enforcement, _landlock, _seccomp
 from ._abc import CallHandler, StdoutListener, WorkerBackend
 from ._cgroups import RunCgroups
+from ._child._source import program_size_problem
 from ._child_handle import ChildHandle
 from ._errors import WorkerError
 from ._pool import ChildPool, RunKey
 from ._runloop import RunLoop
 from ._timing import timing_mark
 from ._types import Containment, Dimension, Enforcement, RunOutcome, RunRequest
+
+EXIT_REPORT_S = 0.05
+"""How long a finished run waits for an exit report when its child is already reaped."""
 
 
 class SubprocessBackend(WorkerBackend):
@@ -83,8 +88,10 @@ class SubprocessBackend(WorkerBackend):
         on_calls: CallHandler,
         on_stdout: StdoutListener | None = None,
         abort: anyio.Event | None = None,
+        started: float | None = None,
     ) -> RunOutcome:
-        started = time.monotonic()
+        if started is None:
+            started = time.monotonic()
         deadline = started + request.limits.wall_seconds
         if self._closed:
             raise WorkerError("backend is closed")
@@ -96,11 +103,19 @@ class SubprocessBackend(WorkerBackend):
             deadline=deadline,
             started=started,
         )
+        too_large = program_size_problem(request.code)
+        if too_large is not None:
+            return loop.fail("preflight", too_large, {})
+        if time.monotonic() >= deadline:
+            return loop.fail("timeout", loop.timeout_detail(), {})
         key = RunKey.of(request.sdk_module, request.limits)
         try:
-            child, enforcement = await self._pool.take(key)
+            with anyio.fail_after(max(deadline - time.monotonic(), 0)):
+                child, enforcement = await self._pool.take(key)
         except WorkerError as exc:
             return loop.fail("worker-exit", str(exc), {})
+        except TimeoutError:
+            return loop.fail("timeout", loop.timeout_detail(), {})
         finished = False
         try:
             outcome = await self._run_child(loop, child, key, enforcement)
@@ -108,7 +123,11 @@ class SubprocessBackend(WorkerBackend):
         finally:
             loop.peak_memory_kib = child.cgroups.peak_memory_kib()
             if finished:
-                loop.cpu_ms = child.cpu_ms_now()
+                cpu_ms = child.cpu_ms_now() if child.pid > 0 else 0.0
+                if cpu_ms is None:  # already reaped: its keeper's exit report is on its way
+                    with anyio.move_on_after(EXIT_REPORT_S), contextlib.suppress(WorkerError):
+                        await child.wait_exit()
+                loop.cpu_ms = cpu_ms or 0.0
             await self._pool.release(child, finished=finished)
         timing_mark("returned")
         return loop.finish(outcome, child)

@@ -10,6 +10,7 @@ writable simply yields no directory, and the enforcement report says so.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import queue
 import threading
@@ -20,13 +21,18 @@ CGROUP_ROOT = "/sys/fs/cgroup"
 PIDS_MAX = 64
 
 
+_OUT_OF_FDS = (errno.EMFILE, errno.ENFILE)
+
+
 def _own_paths() -> dict[str, str]:
     """Map hierarchy -> this process's path in it (``"unified"`` for cgroup v2)."""
     paths: dict[str, str] = {}
     try:
         with open("/proc/self/cgroup", encoding="ascii") as fh:
             lines = fh.read().splitlines()
-    except OSError:
+    except OSError as exc:
+        if exc.errno in _OUT_OF_FDS:
+            raise
         return paths
     for line in lines:
         _, controllers, path = line.split(":", 2)
@@ -70,7 +76,11 @@ class RunCgroups:
 
     @classmethod
     def create(cls, name: str) -> RunCgroups:
-        """Create what this host allows; never raises for an unsupported controller."""
+        """Create what this host allows; never raises for an unsupported controller.
+
+        ``OSError`` (and nothing left behind) when the host process is out of file
+        descriptors: that is not a missing controller, and the run must not go on
+        believing it is."""
         own = _own_paths()
         made = cls()
         for hierarchy in ("memory", "pids", "unified"):
@@ -85,9 +95,12 @@ class RunCgroups:
                 if hierarchy == "unified" and not os.path.exists(os.path.join(path, "cgroup.kill")):
                     os.rmdir(path)
                     continue
-            except OSError:
+            except OSError as exc:
                 with contextlib.suppress(OSError):
                     os.rmdir(path)
+                if exc.errno in _OUT_OF_FDS:
+                    made.remove()
+                    raise
                 continue
             setattr(made, hierarchy, path)
         if made.memory is not None:

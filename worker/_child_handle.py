@@ -11,6 +11,7 @@ read only here (``_keeper_lines`` parses them); the exit report is kept for whoe
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import signal
@@ -137,7 +138,9 @@ class ChildHandle:
             await self.close()
             if isinstance(exc, WorkerError):
                 raise
-            raise WorkerError(f"child failed to start: {exc!r}") from exc
+            if isinstance(exc, OSError):
+                raise WorkerError(host_resource_error(exc)) from exc
+            raise WorkerError(f"child did not start within {timeout_s:g} s") from exc
         except BaseException:
             await self.close()
             raise
@@ -162,21 +165,20 @@ class ChildHandle:
         await self._run.send(encode({"type": "sdk", "module": module}))
         self._sdk_module = module
 
-    def cpu_ms_now(self) -> float:
-        """The child's CPU time so far, read from ``/proc`` (0.0 when it cannot be read).
+    def cpu_ms_now(self) -> float | None:
+        """The child's CPU time so far, read from ``/proc``; ``None`` once it is reaped.
 
         For a run that finished normally, whose exit report comes after the run returned:
         the larger of the main thread's scheduler time (ns) and the process's
         ``utime + stime`` (clock ticks, all threads)."""
-        if self._pid <= 0:
-            return 0.0
-        best = 0.0
-        with contextlib.suppress(OSError, ValueError, IndexError):
+        try:
             with open(f"/proc/{self._pid}/schedstat", encoding="ascii") as fh:
                 best = int(fh.read().split()[0]) / 1e6
-        with contextlib.suppress(OSError, ValueError, IndexError):
             with open(f"/proc/{self._pid}/stat", encoding="ascii") as fh:
                 fields = fh.read().rsplit(")", 1)[1].split()
+        except (OSError, ValueError, IndexError):
+            return None
+        with contextlib.suppress(ValueError, IndexError):
             ticks = int(fields[11]) + int(fields[12])
             best = max(best, ticks * 1000.0 / os.sysconf("SC_CLK_TCK"))
         return best
@@ -184,7 +186,8 @@ class ChildHandle:
     # --- the keeper -------------------------------------------------------------------
 
     async def apply_limits(self, request: LimitsRequest) -> LimitsAck:
-        """Have the keeper lower the child's CPU and address-space rlimits.
+        """Have the keeper lower the child's CPU and address-space rlimits and set the
+        scratch quota.
 
         Never raises: a keeper that is gone or breaks its protocol gives a not-applied
         answer that says why."""
@@ -192,10 +195,11 @@ class ChildHandle:
             await self._keeper.send(request.to_line())
             line = await self._keeper_line()
         except (WorkerError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-            return LimitsAck(applied=False, error=str(exc) or type(exc).__name__, cpu_limit_s=0)
+            why = str(exc) or type(exc).__name__
+            return LimitsAck(applied=False, error=why, cpu_limit_s=0, scratch_error=why)
         if not isinstance(line, LimitsAck):
             why = "keeper exited" if line is None else f"keeper sent {type(line).__name__}"
-            return LimitsAck(applied=False, error=why, cpu_limit_s=0)
+            return LimitsAck(applied=False, error=why, cpu_limit_s=0, scratch_error=why)
         if line.applied:
             self._cpu_limit_s = float(line.cpu_limit_s)
         return line
@@ -284,12 +288,25 @@ class ChildHandle:
                     await stream.aclose()
             with contextlib.suppress(OSError):
                 os.close(self._pidfd)
-            shutil.rmtree(self._scratch, ignore_errors=True)
+            try:
+                os.rmdir(self._scratch)  # empty (the run's files were in its tmpfs): no fd
+            except OSError:
+                shutil.rmtree(self._scratch, ignore_errors=True)
             if janitor is None:
                 self._cgroups.remove()
             else:
                 janitor.discard(self._cgroups)
             timing_mark("teardown")
+
+
+def host_resource_error(exc: OSError) -> str:
+    """What to tell a caller when the host itself could not set up a worker."""
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        return (
+            "could not start a worker: the host process is out of file descriptors "
+            f"({exc.strerror}); raise its RLIMIT_NOFILE or run fewer programs at once"
+        )
+    return f"could not start a worker: {exc.strerror or exc}"
 
 
 def _no_hello(line: KeeperLine | None) -> str:

@@ -13,7 +13,10 @@ subreaper sweeps any process left behind. Keeper <-> host messages are JSON line
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import dataclasses
+import errno
 import math
 import os
 import resource
@@ -21,7 +24,7 @@ import select
 import signal
 import socket
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from . import _enforcement, _landlock, _seccomp
@@ -35,8 +38,20 @@ CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
+PR_GET_DUMPABLE = 3
+PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_CHILD_SUBREAPER = 36
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+MS_REMOUNT = 32
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+SCRATCH_INODES = 65536
+INITIAL_SCRATCH_MIB = 1
+"""The scratch tmpfs of a pooled child until the host takes it and sends the run's
+``Limits.scratch_mib`` (small, so a resize that fails leaves no large quota behind)."""
 NOBODY = 65534
 NOFILE = 64
 FSIZE_BYTES = 64 * 1024 * 1024
@@ -75,11 +90,14 @@ def readable_by_nobody(paths: Sequence[str]) -> bool:
     return True
 
 
-def _unshare_namespaces() -> tuple[tuple[str, ...], str]:
-    """Try the full set, then without a user namespace (root only); report what held."""
-    attempts: list[tuple[tuple[str, int], ...]] = [_NS_FLAGS]
+def _unshare_namespaces(*, skip_mount: bool = False) -> tuple[tuple[str, ...], str]:
+    """Try the full set, then without a user namespace (root only); report what held.
+
+    ``skip_mount``: this process has its own mount namespace already."""
+    wanted = tuple(f for f in _NS_FLAGS if not (skip_mount and f[0] == "mount"))
+    attempts: list[tuple[tuple[str, int], ...]] = [wanted]
     if os.geteuid() == 0:
-        attempts.append(_NS_FLAGS[1:])
+        attempts.append(wanted[1:])
     error = ""
     for flags in attempts:
         try:
@@ -89,6 +107,74 @@ def _unshare_namespaces() -> tuple[tuple[str, ...], str]:
             continue
         return tuple(name for name, _ in flags), ""
     return (), error or "unshare failed"
+
+
+def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+    result = _libc.mount(
+        source.encode(),
+        target.encode(),
+        fstype.encode() if fstype is not None else None,
+        ctypes.c_ulong(flags),
+        data.encode() if data is not None else None,
+    )
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {target}: {os.strerror(err)}")
+
+
+def _write_proc(path: str, text: str) -> None:
+    with open(path, "w", encoding="ascii") as fh:
+        fh.write(text)
+
+
+def map_own_ids(uid: int, gid: int) -> None:
+    """In a fresh user namespace, map ``uid``/``gid`` (this process's ids outside it) to
+    themselves, one id each and nothing else, so files it creates on a filesystem mounted
+    inside the namespace have an owner. Never used for uid 0 (root's files would come under
+    the namespace's capabilities): as root the scratch is mounted before the user namespace
+    exists (see ``_keeper``)."""
+    if uid == 0 or gid == 0:
+        raise OSError(errno.EPERM, "refusing to map root into a child's user namespace")
+    # After a uid change the process is not dumpable and its /proc files belong to root:
+    # dumpable just long enough to write its own maps.
+    dumpable = _libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)
+    prctl(PR_SET_DUMPABLE, 1)
+    try:
+        _write_proc("/proc/self/setgroups", "deny")
+        _write_proc("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write_proc("/proc/self/gid_map", f"{gid} {gid} 1")
+    finally:
+        prctl(PR_SET_DUMPABLE, max(dumpable, 0))
+
+
+def mount_scratch(path: str, mib: int, *, uid: int, gid: int) -> str:
+    """Mount a tmpfs of ``mib`` MiB owned by ``uid``/``gid`` on the scratch dir, in this
+    process's own mount namespace (made private first, so nothing propagates to the
+    host's). Its pages are charged to the memory cgroup of whoever writes them: the
+    child. Returns "" when it worked, else why not (the run then has only the per-file
+    RLIMIT_FSIZE)."""
+    try:
+        _mount("none", "/", None, MS_REC | MS_PRIVATE, None)
+        flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
+        _mount("ptc-scratch", path, "tmpfs", flags, _scratch_options(mib, uid, gid))
+    except OSError as exc:
+        return str(exc)
+    return ""
+
+
+def resize_scratch(path: str, mib: int) -> str:
+    """Set the scratch tmpfs to ``mib`` MiB (the run's ``Limits.scratch_mib``); "" or why not."""
+    st = os.stat(path)
+    try:
+        flags = MS_REMOUNT | MS_NOSUID | MS_NODEV | MS_NOEXEC
+        _mount("ptc-scratch", path, None, flags, _scratch_options(mib, st.st_uid, st.st_gid))
+    except OSError as exc:
+        return str(exc)
+    return ""
+
+
+def _scratch_options(mib: int, uid: int, gid: int) -> str:
+    return f"size={mib}m,nr_inodes={SCRATCH_INODES},mode=0700,uid={uid},gid={gid}"
 
 
 def keeper_main(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> NoReturn:
@@ -113,25 +199,127 @@ def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
         except OSError:
             pass
     facts["cgroups"] = tuple(joined)
-    if cfg["drop_privileges"] and os.geteuid() == 0:
-        if readable_by_nobody(cfg["install_paths"]):
-            os.chown(cfg["scratch"], NOBODY, NOBODY)
-            os.setgroups([])
-            os.setresgid(NOBODY, NOBODY, NOBODY)
-            os.setresuid(NOBODY, NOBODY, NOBODY)
-            facts["uid_dropped"] = True
-        else:
-            facts["uid_note"] = "interpreter install not readable by uid 65534"
+    root = os.geteuid() == 0
+    drop = cfg["drop_privileges"] and root and readable_by_nobody(cfg["install_paths"])
+    if cfg["drop_privileges"] and root and not drop:
+        facts["uid_note"] = "interpreter install not readable by uid 65534"
+    owner = (NOBODY, NOBODY) if drop else (os.geteuid(), os.getegid())
+    early_mount = False
+    resizer: _Resizer | None = None
+    scratch_error = "no mount namespace" if cfg["namespaces"] else "namespaces off"
+    if cfg["namespaces"] and root:
+        # As root the scratch tmpfs is mounted in the initial user namespace, before the
+        # child's own exists: it needs no id map, and the child cannot unmount it.
+        try:
+            unshare(CLONE_NEWNS)
+            early_mount = True
+        except OSError as exc:
+            scratch_error = str(exc)
+        if early_mount:
+            scratch_error = mount_scratch(
+                cfg["scratch"], INITIAL_SCRATCH_MIB, uid=owner[0], gid=owner[1]
+            )
+        if early_mount and not scratch_error:
+            # Only a process still in the initial user namespace may resize this tmpfs
+            # once the keeper has its own user namespace: a helper that waits for one size.
+            resizer = _start_resizer(cfg["scratch"], keep=(run_fd, keeper_fd))
+    if drop:
+        os.chown(cfg["scratch"], NOBODY, NOBODY)
+        os.setgroups([])
+        os.setresgid(NOBODY, NOBODY, NOBODY)
+        os.setresuid(NOBODY, NOBODY, NOBODY)
+        facts["uid_dropped"] = True
     if cfg["namespaces"]:
-        facts["namespaces"], facts["namespace_error"] = _unshare_namespaces()
+        namespaces, facts["namespace_error"] = _unshare_namespaces(skip_mount=early_mount)
+        if early_mount:
+            namespaces = (*namespaces, "mount")
+        facts["namespaces"] = namespaces
+        if not early_mount and "mount" in namespaces and "user" in namespaces:
+            # Unprivileged: the mount namespace belongs to the child's user namespace.
+            try:
+                map_own_ids(*owner)
+                scratch_error = mount_scratch(
+                    cfg["scratch"], INITIAL_SCRATCH_MIB, uid=owner[0], gid=owner[1]
+                )
+            except OSError as exc:
+                scratch_error = f"could not map ids in the user namespace: {exc}"
     else:
         facts["namespace_error"] = "namespaces off"
+    facts["scratch_error"] = scratch_error
+    facts["scratch_quota"] = not scratch_error
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     child = os.fork()
     if child == 0:
         _child_main(cfg, facts, run_fd, keeper_fd)
     os.close(run_fd)
-    return _keep(child, socket.socket(fileno=keeper_fd), bool(cfg["rlimits"]))
+    if not facts["scratch_quota"]:
+        resize: Callable[[int], str] = lambda mib: "no scratch tmpfs"  # noqa: E731
+    elif resizer is not None:
+        resize = resizer.resize
+    else:
+        scratch = cfg["scratch"]
+        resize = lambda mib: resize_scratch(scratch, mib)  # noqa: E731
+    return _keep(child, socket.socket(fileno=keeper_fd), bool(cfg["rlimits"]), resize)
+
+
+class _Resizer:
+    """The keeper's end of the scratch resizer: one size out, one answer back."""
+
+    def __init__(self, to_helper: int, from_helper: int, pid: int) -> None:
+        self._to = to_helper
+        self._from = from_helper
+        self._pid = pid
+
+    def resize(self, mib: int) -> str:
+        try:
+            os.write(self._to, f"{mib}\n".encode())
+            answer = b""
+            while not answer.endswith(b"\n"):
+                chunk = os.read(self._from, 4096)
+                if not chunk:
+                    return "the scratch resizer exited"
+                answer += chunk
+        except OSError as exc:
+            return f"the scratch resizer is gone: {exc}"
+        finally:
+            for fd in (self._to, self._from):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            # Reaped now, not at the keeper's end: a pooled child is primed (and its
+            # tmpfs sized) long before its run, and no zombie may wait that long.
+            with contextlib.suppress(OSError):
+                os.waitpid(self._pid, 0)
+        return answer.decode("utf-8", "replace").strip()
+
+
+def _start_resizer(scratch: str, keep: tuple[int, ...]) -> _Resizer | None:
+    """Fork the helper (root, initial user namespace, the child's mount namespace): it reads
+    one size, resizes the scratch tmpfs, answers "" or why not, and exits. It dies with the
+    keeper (PDEATHSIG), holds none of the run's fds, and the keeper's sweep reaps it."""
+    to_r, to_w = os.pipe()
+    from_r, from_w = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        for fd in (to_r, to_w, from_r, from_w):
+            os.close(fd)
+        return None
+    if pid == 0:
+        code = 0
+        try:
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            for fd in (*keep, to_w, from_r):
+                os.close(fd)
+            data = os.read(to_r, 64)
+            if data:
+                os.write(from_w, resize_scratch(scratch, int(data)).encode() + b"\n")
+        except BaseException:  # noqa: BLE001 - the keeper reports "exited"
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(to_r)
+    os.close(from_w)
+    return _Resizer(to_w, from_r, pid)
 
 
 def _send(sock: socket.socket, line: bytes) -> None:
@@ -141,7 +329,7 @@ def _send(sock: socket.socket, line: bytes) -> None:
         pass
 
 
-def _keep(child: int, sock: socket.socket, rlimits: bool) -> int:
+def _keep(child: int, sock: socket.socket, rlimits: bool, resize: Callable[[int], str]) -> int:
     pidfd = os.pidfd_open(child)
     _send(sock, Hello(keeper_pid=os.getpid(), child_pid=child).to_line())
     buf = b""
@@ -157,7 +345,8 @@ def _keep(child: int, sock: socket.socket, rlimits: bool) -> int:
         buf += data
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
-            _send(sock, _apply_limits(child, line, rlimits).to_line())
+            ack = _apply_limits(child, line, rlimits)
+            _send(sock, dataclasses.replace(ack, scratch_error=_resize(resize, line)).to_line())
     _, status, usage = os.wait4(child, 0)
     _sweep()
     cpu_ms = (usage.ru_utime + usage.ru_stime) * 1000.0
@@ -182,6 +371,15 @@ def _apply_limits(child: int, line: bytes, rlimits: bool) -> LimitsAck:
     except (OSError, ValueError, IndexError, WorkerError) as exc:
         return LimitsAck(applied=False, error=str(exc), cpu_limit_s=0)
     return LimitsAck(applied=True, error="", cpu_limit_s=cpu)
+
+
+def _resize(resize: Callable[[int], str], line: bytes) -> str:
+    """The run's scratch quota applied to the tmpfs: "" when it was, else why not."""
+    try:
+        request = parse_limits_request(line)
+    except WorkerError as exc:
+        return str(exc)
+    return resize(request.scratch_mib)
 
 
 def _sweep() -> None:

@@ -29,6 +29,8 @@ class Facts:
     landlock_error: str = ""
     seccomp: bool = False
     seccomp_error: str = ""
+    scratch_quota: bool = False
+    scratch_error: str = ""
     notes: tuple[str, ...] = field(default=())
 
 
@@ -42,18 +44,35 @@ def report(f: Facts) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
 
     uid = "" if f.uid_dropped or not f.uid_note else f"; {f.uid_note}"
+    # The scratch quota: a tmpfs of Limits.scratch_mib in the child's mount namespace.
+    quota = " + scratch tmpfs quota (Limits.scratch_mib, held in memory)" if f.scratch_quota else ""
+    no_quota = (
+        ""
+        if f.scratch_quota
+        else f"no scratch quota ({f.scratch_error or 'not mounted'}): RLIMIT_FSIZE per file only"
+    )
     if f.landlock_abi:
         out["filesystem"] = _e(
             "full",
-            f"Landlock ABI {f.landlock_abi}: read-only interpreter + libraries, read-write scratch",
-            ("uid 65534" if f.uid_dropped else "uid not dropped")
-            + uid
-            + ("; mount namespace" if "mount" in ns else ""),
+            f"Landlock ABI {f.landlock_abi}: read-only interpreter + libraries, read-write scratch"
+            + quota,
+            "; ".join(
+                filter(
+                    None,
+                    [
+                        ("uid 65534" if f.uid_dropped else "uid not dropped") + uid,
+                        "mount namespace" if "mount" in ns else "",
+                        no_quota,
+                    ],
+                )
+            ),
         )
     elif f.uid_dropped:
-        out["filesystem"] = _e("partial", "uid 65534 (file permissions only)", f.landlock_error)
+        gap = "; ".join(filter(None, [f.landlock_error, no_quota]))
+        out["filesystem"] = _e("partial", "uid 65534 (file permissions only)" + quota, gap)
     else:
-        out["filesystem"] = _e("none", "none", f.landlock_error or "Landlock off")
+        gap = "; ".join(filter(None, [f.landlock_error or "Landlock off", no_quota]))
+        out["filesystem"] = _e("none", "none" + quota, gap)
 
     tcp = f.landlock_abi >= 4
     if "net" in ns:

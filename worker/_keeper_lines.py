@@ -4,14 +4,15 @@ keeper -> host, in this order::
 
     hello   {"keeper": pid, "child": pid}      once, right after the keeper forked the child
             {"error": str}                      instead of hello: the zygote could not fork
-    ack     {"applied": bool, "error": str, "cpu_limit_s": int}
-                                                the answer to the limits request (0 if not applied)
+    ack     {"applied": bool, "error": str, "cpu_limit_s": int, "scratch_error": str}
+                                                the answer to the limits request (0 if not applied;
+                                                scratch_error "" when the scratch quota was set)
     exit    {"exit": wait status, "cpu_ms": float, "maxrss_kib": int}
                                                 last, once the child is gone and reaped
 
 host -> keeper::
 
-    limits  {"cpu_seconds": number, "memory_mib": int}
+    limits  {"cpu_seconds": number, "memory_mib": int, "scratch_mib": int}
                                                 at most once, when the host takes the child
 
 Each line is a frozen value object here; both ends write with ``to_line()`` (the keeper in
@@ -77,16 +78,20 @@ class SpawnFailed(_Line):
 
 @dataclass(frozen=True, kw_only=True)
 class LimitsAck(_Line):
-    """Whether the keeper lowered the child's CPU and address-space rlimits."""
+    """Whether the keeper lowered the child's CPU and address-space rlimits, and set the
+    scratch tmpfs to the run's quota."""
 
     applied: bool
     error: str
     cpu_limit_s: float
     """The RLIMIT_CPU applied (seconds of CPU the child may have used in total)."""
+    scratch_error: str = ""
+    """Why the scratch quota was not set ("" when it was)."""
     WIRE = (
         ("applied", "applied", _BOOL),
         ("error", "error", _STR),
         ("cpu_limit_s", "cpu_limit_s", _NUMBER),
+        ("scratch_error", "scratch_error", _STR),
     )
 
 
@@ -106,11 +111,16 @@ class ExitReport(_Line):
 
 @dataclass(frozen=True, kw_only=True)
 class LimitsRequest(_Line):
-    """The host's one request: the run's CPU seconds and memory."""
+    """The host's one request: the run's CPU seconds, memory and scratch quota."""
 
     cpu_seconds: float
     memory_mib: int
-    WIRE = (("cpu_seconds", "cpu_seconds", _NUMBER), ("memory_mib", "memory_mib", _INT))
+    scratch_mib: int
+    WIRE = (
+        ("cpu_seconds", "cpu_seconds", _NUMBER),
+        ("memory_mib", "memory_mib", _INT),
+        ("scratch_mib", "scratch_mib", _INT),
+    )
 
 
 KeeperLine: TypeAlias = Hello | SpawnFailed | LimitsAck | ExitReport

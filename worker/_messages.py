@@ -25,6 +25,16 @@ from ._errors import ProtocolError
 from ._framing import Frame
 from ._types import DIMENSIONS, Limits
 
+MAX_CALL_ARGUMENTS_BYTES = 4 * 1024 * 1024
+"""Largest arguments of one tool call, as compact UTF-8 JSON (the child refuses bigger ones
+with a ``ValueError`` in the program; the host kills a frame that carries them)."""
+MAX_LOG_MESSAGE_CHARS = 64 * 1024
+"""Longest message of one ``log`` record (the child cuts longer ones around a marker)."""
+MAX_LOG_NAME_CHARS = 256
+"""Longest logger or level name in a ``log`` record."""
+MAX_DONE_DETAIL_CHARS = 32 * 1024
+"""Longest failure detail in ``done`` (the child caps its own at half of this)."""
+
 CHILD_FAILURE_KINDS = frozenset(
     ("exception", "policy", "invalid-result", "memory-limit", "syntax")
     + ("call-limit", "output-limit")
@@ -79,6 +89,18 @@ def _one_of(*values: str) -> Check:
     def check(value: object) -> None:
         if type(value) is not str or value not in values:
             raise _Mismatch(f"must be one of {sorted(values)}")
+
+    return check
+
+
+def _text(max_chars: int) -> Check:
+    """A string of at most ``max_chars`` characters."""
+
+    def check(value: object) -> None:
+        _STR(value)
+        assert isinstance(value, str)
+        if len(value) > max_chars:
+            raise _Mismatch(f"longer than {max_chars} characters ({len(value)})")
 
     return check
 
@@ -173,8 +195,15 @@ _ENFORCEMENT = _record(
     {"level": _one_of("full", "partial", "none"), "mechanism": _STR, "gap": _STR}
 )
 _CALL = _record({"id": _positive_int, "tool": _STR, "arguments": _OBJECT})
+_LOG_NAME = _text(MAX_LOG_NAME_CHARS)
 _LOG_RECORD = _record(
-    {"name": _STR, "levelno": _INT, "levelname": _STR, "msg": _STR, "created": _NUMBER}
+    {
+        "name": _LOG_NAME,
+        "levelno": _INT,
+        "levelname": _LOG_NAME,
+        "msg": _text(MAX_LOG_MESSAGE_CHARS),
+        "created": _NUMBER,
+    }
 )
 
 SCHEMAS: Mapping[Sender, Mapping[str, FrameSchema]] = {
@@ -185,7 +214,7 @@ SCHEMAS: Mapping[Sender, Mapping[str, FrameSchema]] = {
         "log": FrameSchema({"record": _LOG_RECORD}),
         "done": FrameSchema(
             {"value": _any},
-            failed={"kind": _one_of(*CHILD_FAILURE_KINDS), "detail": _STR},
+            failed={"kind": _one_of(*CHILD_FAILURE_KINDS), "detail": _text(MAX_DONE_DETAIL_CHARS)},
         ),
     },
     "host": {

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -31,7 +32,7 @@ import anyio
 from anyio.abc import UNIXSocketStream
 
 from ._cgroups import CgroupJanitor, RunCgroups
-from ._child_handle import ChildHandle
+from ._child_handle import ChildHandle, host_resource_error
 from ._errors import WorkerError
 from ._keeper_lines import LimitsRequest
 from ._types import Containment, Dimension, Enforcement, Limits
@@ -49,10 +50,11 @@ class RunKey:
     sdk_module: str
     cpu_seconds: float
     memory_mib: int
+    scratch_mib: int
 
     @classmethod
     def of(cls, sdk_module: str, limits: Limits) -> RunKey:
-        return cls(sdk_module, limits.cpu_seconds, limits.memory_mib)
+        return cls(sdk_module, limits.cpu_seconds, limits.memory_mib, limits.scratch_mib)
 
 
 class Chores:
@@ -142,28 +144,40 @@ class ChildPool:
         }
 
     async def request(self) -> ChildHandle:
-        """Ask the zygote for one child without waiting for it (the handshake comes later)."""
+        """Ask the zygote for one child without waiting for it (the handshake comes later).
+
+        Raises ``WorkerError`` (with nothing left behind: sockets, scratch dir, cgroups)
+        when the host cannot provide what a child needs, e.g. file descriptors."""
         self._counter += 1
-        scratch = tempfile.mkdtemp(prefix="ptc-run-")
         name = f"ptc-{os.getpid()}-{self._counter}"
-        cgroups = RunCgroups.create(name) if self.containment.cgroups else RunCgroups()
-        run_host, run_child = socket.socketpair()
-        keep_host, keep_child = socket.socketpair()
+        sockets: list[socket.socket] = []
+        scratch = ""
+        cgroups = RunCgroups()
         try:
-            self.zygote.request(
-                self._cfg(scratch, cgroups), [run_child.fileno(), keep_child.fileno()]
-            )
-        except BaseException:
-            for s in (run_host, keep_host):
-                s.close()
-            shutil.rmtree(scratch, ignore_errors=True)
+            try:
+                sockets.extend(socket.socketpair())
+                sockets.extend(socket.socketpair())
+                scratch = tempfile.mkdtemp(prefix="ptc-run-")
+                if self.containment.cgroups:
+                    cgroups = RunCgroups.create(name)
+                run_host, run_child, keep_host, keep_child = sockets
+                self.zygote.request(
+                    self._cfg(scratch, cgroups), [run_child.fileno(), keep_child.fileno()]
+                )
+            finally:
+                for far_end in sockets[1::2]:
+                    far_end.close()  # the zygote has its own copies by now (or never will)
+            run = await UNIXSocketStream.from_socket(run_host)
+            keeper = await UNIXSocketStream.from_socket(keep_host)
+        except BaseException as exc:
+            for near_end in sockets[0::2]:
+                near_end.close()
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
             cgroups.remove()
+            if isinstance(exc, OSError):
+                raise WorkerError(host_resource_error(exc)) from exc
             raise
-        finally:
-            run_child.close()
-            keep_child.close()
-        run = await UNIXSocketStream.from_socket(run_host)
-        keeper = await UNIXSocketStream.from_socket(keep_host)
         return ChildHandle(run=run, keeper=keeper, cgroups=cgroups, scratch=scratch)
 
     async def spawn(self) -> ChildHandle:
@@ -173,22 +187,31 @@ class ChildPool:
         return child
 
     async def limit(self, child: ChildHandle, key: RunKey) -> dict[Dimension, Enforcement]:
-        """Write the cgroup memory limit and have the keeper lower the rlimits; the child's
-        enforcement, downgraded where that failed."""
+        """Write the cgroup memory limit and have the keeper lower the rlimits and size the
+        scratch tmpfs; the child's enforcement, downgraded where that failed."""
         enforcement = child.enforcement
         if self.containment.cgroups and child.cgroups.memory is not None:
             if not child.cgroups.set_memory_limit(key.memory_mib * 1024 * 1024):
                 enforcement["memory"] = Enforcement(
                     level="partial", mechanism="RLIMIT_AS", gap="could not write cgroup limit"
                 )
-        if self.containment.rlimits:
-            ack = await child.apply_limits(
-                LimitsRequest(cpu_seconds=key.cpu_seconds, memory_mib=key.memory_mib)
+        ack = await child.apply_limits(
+            LimitsRequest(
+                cpu_seconds=key.cpu_seconds,
+                memory_mib=key.memory_mib,
+                scratch_mib=key.scratch_mib,
             )
-            if not ack.applied:
-                enforcement["cpu"] = Enforcement(
-                    level="none", mechanism="none", gap=f"RLIMIT_CPU not applied: {ack.error}"
-                )
+        )
+        if self.containment.rlimits and not ack.applied:
+            enforcement["cpu"] = Enforcement(
+                level="none", mechanism="none", gap=f"RLIMIT_CPU not applied: {ack.error}"
+            )
+        if ack.scratch_error and "tmpfs" in enforcement["filesystem"].mechanism:
+            fs = enforcement["filesystem"]
+            gap = f"scratch quota not applied: {ack.scratch_error}"
+            enforcement["filesystem"] = Enforcement(
+                level=fs.level, mechanism=fs.mechanism, gap="; ".join(filter(None, [fs.gap, gap]))
+            )
         return enforcement
 
     async def _prime(self, entry: _Entry) -> None:
@@ -230,13 +253,15 @@ class ChildPool:
             if entry.key is None and key is not None and entry.primed.is_set() and not entry.error:
                 # A child warmed up before any run: prime it for the key in use now.
                 entry.key, entry.primed = key, anyio.Event()
-                if not self.chores.start(lambda entry=entry: self._prime(entry), "priming"):
-                    await self._prime(entry)
+                await self._start_priming(entry)
         while len(self._pool) < self.containment.pool_size and not self.closed:
             entry = _Entry(await self.request(), self._last_key)
             self._pool.append(entry)
-            if not self.chores.start(lambda entry=entry: self._prime(entry), "priming"):
-                await self._prime(entry)
+            await self._start_priming(entry)
+
+    async def _start_priming(self, entry: _Entry) -> None:
+        if not self.chores.start(functools.partial(self._prime, entry), "priming"):
+            await self._prime(entry)
 
     def refill_soon(self) -> None:
         """Top the pool up in the background (inline where there are no chores)."""
@@ -275,7 +300,11 @@ class ChildPool:
             self._pool.remove(entry)
             if not self._pool:
                 self.refill_soon()
-            await entry.primed.wait()  # priming is bounded by SPAWN_TIMEOUT_S
+            try:
+                await entry.primed.wait()  # priming is bounded by SPAWN_TIMEOUT_S
+            except BaseException:  # the run's wall clock or a cancellation: not taken
+                self._retire(entry)
+                raise
             child = entry.child
             if entry.error is None and child.ready and child.exit is None and not child.closed:
                 return child, entry.enforcement

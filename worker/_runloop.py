@@ -26,7 +26,8 @@ import anyio.abc
 from ._abc import CallHandler, StdoutListener
 from ._child_handle import ChildHandle
 from ._errors import ProtocolError, WorkerError
-from ._framing import Frame, encode
+from ._framing import Frame, encode, json_problem, json_size, scrub_surrogates, scrub_text
+from ._messages import MAX_CALL_ARGUMENTS_BYTES
 from ._output import OutputCapture
 from ._timing import timing_mark
 from ._types import (
@@ -68,6 +69,7 @@ class RunLoop:
         )
         self.enforcement: dict[Dimension, Enforcement] = {}
         self.calls = 0
+        self.log_bytes = 0
         self.last_id = 0
         self.done: Frame | None = None
         self.peak_memory_kib = 0
@@ -116,6 +118,10 @@ class RunLoop:
         the child ended the run itself (its teardown need not be awaited)."""
         return self.done is not None and self._eof and self.handler_error is None
 
+    def timeout_detail(self) -> str:
+        wall = self.request.limits.wall_seconds
+        return f"wall clock limit of {wall:g} s exceeded"
+
     def _stats(self, child: ChildHandle | None) -> RunStats:
         report = child.exit if child is not None else None
         cpu_ms = float(report.cpu_ms) if report else self.cpu_ms
@@ -146,19 +152,23 @@ class RunLoop:
                 if self.abort is not None:
                     tg.start_soon(self._watch_abort, self.abort)
                 try:
-                    await child.send(encode(start))
-                    timing_mark("start")
-                    kill = await self._frames(child, tg)
-                except (anyio.BrokenResourceError, OSError):
-                    kill = await self._death(child)
+                    data = encode(start)
+                except ProtocolError as exc:  # program and SDK together over the frame cap
+                    kill = ("preflight", f"the program and its SDK cannot be sent: {exc.detail}")
+                else:
+                    try:
+                        await child.send(data)
+                        timing_mark("start")
+                        kill = await self._frames(child, tg)
+                    except (anyio.BrokenResourceError, OSError):
+                        kill = await self._death(child)
             tg.cancel_scope.cancel()
         if self.handler_error is not None:
             return None
         if self._aborted:
             kill = ("abort", "the run was aborted by the host")
         elif scope.cancelled_caught:
-            wall = self.request.limits.wall_seconds
-            kill = ("timeout", f"wall clock limit of {wall:g} s exceeded")
+            kill = ("timeout", self.timeout_detail())
         if kill is None:
             return None
         return RunOutcome(ok=False, kind=kill[0], detail=kill[1])
@@ -190,23 +200,58 @@ class RunLoop:
                     if call["id"] <= self.last_id:
                         return ("protocol", f"call id {call['id']} does not increase")
                     self.last_id = call["id"]
+                    problem = _arguments_problem(call["arguments"])
+                    if problem is not None:
+                        return ("protocol", f"call {call['id']}: {problem}")
+                    scrub_surrogates(call)
                 self.calls += len(frame["calls"])
                 if self.calls > limits.max_calls:
                     return ("call-limit", f"more than {limits.max_calls} tool calls")
                 tg.start_soon(self._dispatch, child, frame["calls"])
             elif kind == "stdout":
-                within = self.capture.feed(frame["data"])
+                data = scrub_text(frame["data"])
+                if not self.capture.feed(data) or not self._within_stream():
+                    return ("output-limit", self._stream_detail())
                 if self.on_stdout is not None:
-                    self.on_stdout(frame["data"])
-                if not within:
-                    return ("output-limit", f"output exceeded {limits.stream_bytes} bytes")
+                    self.on_stdout(data)
             elif kind == "log":
-                _emit_log(frame["record"])
+                record = scrub_surrogates(frame["record"])
+                self.log_bytes += len(record["msg"].encode("utf-8"))
+                if not self._within_stream():
+                    return ("output-limit", self._stream_detail())
+                _emit_log(record)
             elif kind == "done":
                 timing_mark("done")
-                self.done = frame
+                problem = self._done_problem(frame)
+                if problem is not None:
+                    return ("protocol", problem)
+                self.done = scrub_surrogates(frame)
             else:
                 return ("protocol", f"unexpected {kind!r} frame from the child")
+
+    def _within_stream(self) -> bool:
+        """Stdout and log records together stay within ``stream_bytes``."""
+        return self.capture.total_bytes + self.log_bytes <= self.request.limits.stream_bytes
+
+    def _stream_detail(self) -> str:
+        return (
+            f"output (stdout and log records) exceeded {self.request.limits.stream_bytes} bytes "
+            "(Limits.stream_bytes)"
+        )
+
+    def _done_problem(self, frame: Frame) -> str | None:
+        """Re-check a ``done`` value whatever the child checked: JSON, depth, size."""
+        if frame["ok"] is not True:
+            return None
+        value = frame["value"]
+        problem = json_problem(value)
+        if problem is not None:
+            return f"done: {problem}"
+        size = json_size(value)
+        limit = self.request.limits.result_bytes
+        if size > limit:
+            return f"done: the result is {size} bytes as JSON, over Limits.result_bytes ({limit})"
+        return None
 
     async def _dispatch(self, child: ChildHandle, batch: list[dict[str, Any]]) -> None:
         requests = [
@@ -284,6 +329,24 @@ def _result_frame(call_id: int, reply: CallReply) -> bytes:
         )
 
 
+def _arguments_problem(arguments: dict[str, Any]) -> str | None:
+    problem = json_problem(arguments)
+    if problem is not None:
+        return f"arguments: {problem}"
+    size = json_size(arguments)
+    if size > MAX_CALL_ARGUMENTS_BYTES:
+        return f"arguments of {size} bytes as JSON, over the cap of {MAX_CALL_ARGUMENTS_BYTES}"
+    return None
+
+
 def _emit_log(record: dict[str, Any]) -> None:
     name = f"ptc.worker.{record['name']}"
-    logging.getLogger(name).handle(logging.makeLogRecord({**record, "name": name}))
+    # A logger the host configured gets the record; other names go to ``ptc.worker`` itself,
+    # so a program cannot make the host create (and keep forever) one logger per name.
+    logger = logging.Logger.manager.loggerDict.get(name)
+    if not isinstance(logger, logging.Logger):
+        logger = logging.getLogger("ptc.worker")
+    created = record["created"]
+    if not 0 <= created <= time.time() + 86_400:
+        created = time.time()  # a forged timestamp must not break a handler's formatter
+    logger.handle(logging.makeLogRecord({**record, "name": name, "created": created}))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, get_args
+from typing import Any, Literal, TypeAlias, cast, get_args
 
 JSON: TypeAlias = Any
 """A JSON value: ``None | bool | int | float | str | list[JSON] | dict[str, JSON]``."""
@@ -39,6 +39,25 @@ FailureKind: TypeAlias = Literal[
 FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
 
 MIB = 1024 * 1024
+GIB = 1024 * MIB
+
+_SECONDS_MAX = 86_400.0
+# (minimum, maximum) of every Limits field: a value outside cannot be applied (a child
+# needs about 5 MiB before the program starts; RLIMIT_AS and the cgroup take bytes in 64
+# bits; a done frame must fit the 16 MiB frame cap with its characters escaped) or is
+# absurd enough to be a mistake. Each bound is named in the ValueError.
+LIMIT_BOUNDS: Mapping[str, tuple[int | float, int | float]] = {
+    "wall_seconds": (0.0, _SECONDS_MAX),
+    "cpu_seconds": (0.0, _SECONDS_MAX),
+    "memory_mib": (32, 1024 * 1024),
+    "scratch_mib": (1, 1024 * 1024),
+    "output_bytes": (1, GIB),
+    "stream_bytes": (1, 64 * GIB),
+    "result_bytes": (1, 8 * MIB),
+    "max_calls": (1, 1_000_000),
+    "max_parallel_calls": (1, 1000),
+}
+"""Inclusive bounds of each :class:`Limits` field (the seconds: above 0, at most a day)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,12 +65,16 @@ class Limits:
     """Per-run limits. Every breach ends the run with its own failure kind.
 
     ``output_bytes`` bounds the model-visible output (head and tail kept around a marker);
-    ``stream_bytes`` bounds everything the program may print before it is killed.
+    ``stream_bytes`` bounds everything the program may print or log before it is killed;
+    ``scratch_mib`` bounds all files in the scratch dir together (they live in memory and
+    count against ``memory_mib`` too). Each value is checked against :data:`LIMIT_BOUNDS`
+    here: one the host cannot apply is a ``ValueError`` now, never a failed run later.
     """
 
     wall_seconds: float = 30.0
     cpu_seconds: float = 30.0
     memory_mib: int = 512
+    scratch_mib: int = 256
     output_bytes: int = 65536
     stream_bytes: int = 16 * MIB
     result_bytes: int = 1 * MIB
@@ -59,25 +82,28 @@ class Limits:
     max_parallel_calls: int = 10
 
     def __post_init__(self) -> None:
-        for name in ("wall_seconds", "cpu_seconds"):
+        for name, (low, high) in LIMIT_BOUNDS.items():
             value = getattr(self, name)
-            if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
-                raise ValueError(f"Limits.{name} must be a positive number, got {value!r}")
-            if value != value or value == float("inf"):
-                raise ValueError(f"Limits.{name} must be finite, got {value!r}")
-        for name in (
-            "memory_mib",
-            "output_bytes",
-            "stream_bytes",
-            "result_bytes",
-            "max_calls",
-            "max_parallel_calls",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"Limits.{name} must be a positive int, got {value!r}")
+            if name.endswith("_seconds"):
+                if not isinstance(value, int | float) or isinstance(value, bool):
+                    raise ValueError(f"Limits.{name} must be a number, got {value!r}")
+                if not low < value <= high:  # NaN fails this too
+                    raise ValueError(
+                        f"Limits.{name} must be above 0 and at most {high:g} s, got {value!r}"
+                    )
+                continue
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"Limits.{name} must be an int, got {value!r}")
+            if not low <= value <= high:
+                raise ValueError(
+                    f"Limits.{name} must be between {low} and {high}, got {value!r}"
+                )
         if self.output_bytes > self.stream_bytes:
             raise ValueError("Limits.output_bytes cannot exceed Limits.stream_bytes")
+
+
+MAX_POOL_SIZE = 64
+"""Most children a backend keeps ready (each is two processes and a few MiB)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,13 +125,21 @@ class Containment:
     pool_size: int = 2
 
     def __post_init__(self) -> None:
+        if isinstance(cast(object, self.require), str):
+            raise ValueError("Containment.require takes a collection of dimensions, not a str")
         req = frozenset(self.require)
-        unknown = sorted(set(req) - set(DIMENSIONS))
+        unknown = sorted(map(repr, set(req) - set(DIMENSIONS)))
         if unknown:
             raise ValueError(f"Containment.require: unknown dimensions {unknown}; use {DIMENSIONS}")
         object.__setattr__(self, "require", req)
-        if self.pool_size < 0:
-            raise ValueError("Containment.pool_size must be >= 0")
+        for name in ("namespaces", "cgroups", "rlimits", "landlock", "seccomp", "drop_privileges"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"Containment.{name} must be a bool, got {getattr(self, name)!r}")
+        size = self.pool_size
+        if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_POOL_SIZE:
+            raise ValueError(
+                f"Containment.pool_size must be an int from 0 to {MAX_POOL_SIZE}, got {size!r}"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)

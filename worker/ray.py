@@ -132,8 +132,10 @@ class RayBackend(WorkerBackend):
         on_calls: CallHandler,
         on_stdout: StdoutListener | None = None,
         abort: anyio.Event | None = None,
+        started: float | None = None,
     ) -> RunOutcome:
-        started = time.monotonic()
+        if started is None:
+            started = time.monotonic()
         if self._closed:
             raise WorkerError("backend is closed")
         await self.start()

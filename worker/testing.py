@@ -30,6 +30,7 @@ from anyio.abc import TaskGroup
 from ._abc import CallHandler, StdoutListener, WorkerBackend
 from ._child._outcome import ProgramResult, ProgramStop
 from ._child._program import run_program
+from ._child._source import program_size_problem
 from ._framing import json_problem
 from ._output import OutputCapture
 from ._types import (
@@ -77,19 +78,31 @@ class FakeBackend(WorkerBackend):
         on_calls: CallHandler,
         on_stdout: StdoutListener | None = None,
         abort: anyio.Event | None = None,
+        started: float | None = None,
     ) -> RunOutcome:
         if self._closed:
             raise RuntimeError("FakeBackend is closed")
-        started = time.monotonic()
+        if started is None:
+            started = time.monotonic()
         run = _FakeRun(request.limits, anyio.lowlevel.current_token(), on_stdout)
         result: ProgramResult | None = None
         host_error: list[BaseException] = []
+        too_large = program_size_problem(request.code)
+        if too_large is not None:
+            return RunOutcome(
+                ok=False,
+                kind="preflight",
+                detail=too_large,
+                enforcement=dict(FAKE_ENFORCEMENT),
+                stats=RunStats(wall_ms=(time.monotonic() - started) * 1000.0),
+            )
+        remaining = started + request.limits.wall_seconds - time.monotonic()
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(run.dispatch, tg, on_calls, host_error)
                 if abort is not None:
                     tg.start_soon(_watch_abort, abort, run, tg)
-                with anyio.move_on_after(request.limits.wall_seconds) as deadline:
+                with anyio.move_on_after(remaining) as deadline:
                     result = await anyio.to_thread.run_sync(
                         run.execute, request, abandon_on_cancel=True
                     )

@@ -108,6 +108,7 @@ def server(scope: ptc.Scope, *, name: str | None = None) -> Server[Any]:
     async def list_tools(
         ctx: ServerRequestContext[_Running], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        await scope.prepare()  # the SDK in run_code's description, built off the event loop
         specs = scope.model_tools(format="mcp")
         return types.ListToolsResult(tools=[types.Tool.model_validate(s) for s in specs])
 

@@ -350,7 +350,7 @@ async def _run_batch(
         backend=FakeBackend(),
         containment=ptc.Containment(require=frozenset()),
         default_mode="code",
-        limits=ptc.Limits(max_calls=100_000, result_bytes=16 << 20, wall_seconds=300),
+        limits=ptc.Limits(max_calls=100_000, result_bytes=8 << 20, wall_seconds=300),
     ) as runtime:
         for definition in definitions:
             runtime.register(definition)

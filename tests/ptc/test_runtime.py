@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import anyio
@@ -108,3 +109,98 @@ async def test_background_tasks_need_an_entered_runtime_and_never_take_it_down()
             await runtime.lifetime.start(early)
         assert runtime.root.lifetime is runtime.lifetime
     assert runtime.closed
+
+
+# --- cancellation and closing in every nesting order ----------------
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_caller_sets_the_nested_tools_signal_before_cancelling_it() -> None:
+    from worker.testing import FakeBackend
+
+    seen: list[bool] = []
+    entered = anyio.Event()
+    async with ptc.ToolRuntime(default_mode="code", backend=FakeBackend()) as runtime:
+
+        @runtime.tool
+        async def slow(context: ptc.ToolContext) -> int:
+            """Sleeps until cancelled."""
+            entered.set()
+            try:
+                await anyio.sleep(30)
+            finally:
+                seen.append(context.signal.cancelled)
+            return 1
+
+        await runtime.root.prepare()
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+
+                async def call() -> None:
+                    await runtime.root.run_code("return tools.slow()")
+
+                tg.start_soon(call)
+                await entered.wait()
+                tg.cancel_scope.cancel()  # the calling task, not the signal
+    assert seen == [True]
+
+
+async def _change_listener_pending(runtime: ptc.ToolRuntime, done: anyio.Event) -> None:
+    async def listener(scope: ptc.Scope) -> None:
+        await anyio.sleep(0.01)
+        done.set()
+
+    runtime.on("tools/change", listener)
+    runtime.register(echo_tool("echo"))
+
+
+async def _close_inside_a_nested_task_group(runtime: ptc.ToolRuntime) -> None:
+    async with runtime:
+        async with anyio.create_task_group():
+            await runtime.aclose()
+
+
+async def _close_from_another_task(runtime: ptc.ToolRuntime) -> None:
+    async with runtime, anyio.create_task_group() as tg:
+        tg.start_soon(runtime.aclose)
+
+
+async def _enter_inside_a_group_close_after(runtime: ptc.ToolRuntime) -> None:
+    async with anyio.create_task_group() as tg:
+        await runtime.__aenter__()
+        tg.start_soon(anyio.sleep, 0)
+    await runtime.aclose()
+
+
+async def _close_twice(runtime: ptc.ToolRuntime) -> None:
+    async with runtime:
+        await runtime.aclose()
+    await runtime.aclose()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "nesting",
+    [
+        _close_inside_a_nested_task_group,
+        _close_from_another_task,
+        _enter_inside_a_group_close_after,
+        _close_twice,
+    ],
+)
+async def test_closing_is_clean_in_every_nesting_order(
+    nesting: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    runtime = ptc.ToolRuntime()
+    done = anyio.Event()
+    with caplog.at_level(logging.DEBUG):
+        async with anyio.create_task_group() as tg:
+            await runtime.__aenter__()  # entered once more for the listener: aclose is idempotent
+            await _change_listener_pending(runtime, done)
+            tg.start_soon(anyio.sleep, 0)
+        await nesting(runtime)
+        await anyio.sleep(0.05)  # let any late callback noise reach the log
+    assert runtime.closed
+    assert done.is_set()  # aclose waited for the pending listener
+    noisy = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert noisy == [], [r.getMessage() for r in noisy]

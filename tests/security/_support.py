@@ -38,6 +38,13 @@ SDK = textwrap.dedent(
     """
 )
 
+PROCESSES_PER_POOLED_CHILD = 3 if os.geteuid() == 0 else 2
+"""A pooled child is its keeper, the child, and (as root) the helper that resizes the
+scratch tmpfs to the run's ``scratch_mib``."""
+PROCESSES_PER_PRIMED_CHILD = 2
+"""A child the pool primed for the last run's key: the helper did its one resize and was
+reaped, keeper and child remain."""
+
 SHORT = Limits(wall_seconds=3.0, cpu_seconds=2.0, memory_mib=256)
 RELAXED = Containment(require=frozenset())
 
@@ -113,3 +120,41 @@ def leftover_descendants(pid: int, timeout_s: float = 2.0) -> list[int]:
         if not found or time.monotonic() > deadline:
             return found
         time.sleep(0.01)
+
+
+# A program prefix that finds the run channel (the only socket fd a child has) and defines
+# ``forge(body)``: write one length-prefixed frame body on it, as a hostile program can.
+FORGE = textwrap.dedent(
+    """
+    import os, socket, stat, struct
+    def _channel():
+        for fd in range(3, 64):
+            try:
+                if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                    return socket.socket(fileno=fd)
+            except OSError:
+                pass
+        raise RuntimeError("no channel")
+    _chan = _channel()
+    def forge(body):
+        _chan.sendall(struct.pack('>I', len(body)) + body)
+    """
+)
+
+
+def cgroup_dirs(prefix: str | None = None) -> set[str]:
+    """The per-run cgroup directories that exist now (every hierarchy): this process's, or
+    those whose name starts with ``prefix`` (``"ptc-"``: any host's)."""
+    found: set[str] = set()
+    prefix = prefix or f"ptc-{os.getpid()}-"
+    with open("/proc/self/cgroup", encoding="ascii") as fh:
+        lines = fh.read().splitlines()
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        for name in controllers.split(",") if controllers else ["unified"]:
+            base = os.path.join("/sys/fs/cgroup", name, path.lstrip("/"))
+            if os.path.isdir(base):
+                found.update(
+                    os.path.join(base, n) for n in os.listdir(base) if n.startswith(prefix)
+                )
+    return found

@@ -97,9 +97,10 @@ async def test_a_handshake_reads_hello_then_ready(
 
 async def test_limits_are_applied_through_the_keeper(fake: Fake) -> None:
     fake.keeper.sendall(LimitsAck(applied=True, error="", cpu_limit_s=7).to_line())
-    ack = await fake.handle.apply_limits(LimitsRequest(cpu_seconds=5, memory_mib=64))
+    request = LimitsRequest(cpu_seconds=5, memory_mib=64, scratch_mib=16)
+    ack = await fake.handle.apply_limits(request)
     assert ack.applied and fake.handle.cpu_limit_s == 7.0
-    assert fake.keeper.recv(100) == b'{"cpu_seconds":5,"memory_mib":64}\n'
+    assert fake.keeper.recv(100) == b'{"cpu_seconds":5,"memory_mib":64,"scratch_mib":16}\n'
 
 
 @pytest.mark.parametrize(
@@ -115,7 +116,8 @@ async def test_limits_not_applied_say_why_and_never_raise(
 ) -> None:
     fake.keeper.sendall(keeper_says)
     fake.keeper.shutdown(socket.SHUT_WR)
-    ack = await fake.handle.apply_limits(LimitsRequest(cpu_seconds=5, memory_mib=64))
+    request = LimitsRequest(cpu_seconds=5, memory_mib=64, scratch_mib=16)
+    ack = await fake.handle.apply_limits(request)
     assert not ack.applied and why in ack.error
     assert fake.handle.cpu_limit_s == 0.0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 from typing import Any
@@ -15,11 +16,16 @@ from hypothesis import strategies as st
 from worker._errors import ProtocolError, WorkerError
 from worker._framing import (
     MAX_FRAME_BYTES,
+    MAX_FRAME_DEPTH,
     FrameDecoder,
     Validator,
+    depth_problem,
     encode,
     json_problem,
+    json_size,
     recv_frame,
+    scrub_surrogates,
+    scrub_text,
 )
 from worker._messages import validate_child_frame, validate_host_frame
 
@@ -32,6 +38,7 @@ START: dict[str, Any] = {
         "wall_seconds": 30.0,
         "cpu_seconds": 30,
         "memory_mib": 512,
+        "scratch_mib": 256,
         "output_bytes": 65536,
         "stream_bytes": 16777216,
         "result_bytes": 1048576,
@@ -56,7 +63,7 @@ def _raw(body: bytes) -> bytes:
         (b'{"type":"stdout","data":"x","data":"y"}', "duplicate"),
         (b'{"type":"stdout","data":"\xff"}', "UTF-8"),
         (b'{"type":"stdout"', "JSON"),
-        (b"[" * 100_000, "JSON"),
+        (b"[" * 100_000, "nested deeper than 204"),
         (b'{"type":"stdout","data":' + b"9" * 10_000 + b"}", "JSON"),
     ],
 )
@@ -183,3 +190,54 @@ async def test_the_decoder_over_a_stream_ends_cleanly_at_a_frame_boundary() -> N
 async def test_the_decoder_over_a_stream_reports_a_truncated_frame() -> None:
     with pytest.raises(ProtocolError, match="ended inside"):
         await _decode_stream(encode(READY) + encode(STDOUT)[:-1], validate_child_frame)
+
+
+def _nested(depth: int, open_: bytes = b"[", close: bytes = b"]") -> bytes:
+    return open_ * depth + close * depth
+
+
+@pytest.mark.parametrize(
+    ("body", "too_deep"),
+    [
+        (_nested(MAX_FRAME_DEPTH), False),
+        (_nested(MAX_FRAME_DEPTH + 1), True),
+        (b'{"a":' * 300 + b"1" + b"}" * 300, True),
+        (b"[" + b"[1," * 300 + b"]" * 301, True),  # climbs without a long run of brackets
+        (b'["' + b"[{" * 5000 + b'"]', False),  # brackets inside a string nest nothing
+        (b'["\\\"' + b"[" * 5000 + b'"]', False),  # ... escaped quotes included
+        (b"[" + b"[]," * 100_000 + b"[]]", False),  # many, but shallow
+        (b"[" * 100_000, True),  # unbalanced, still refused before decoding
+    ],
+)
+def test_depth_is_checked_on_the_raw_bytes(body: bytes, too_deep: bool) -> None:
+    assert (depth_problem(body) is not None) is too_deep
+
+
+def test_a_deep_frame_is_refused_before_the_decoder_recurses() -> None:
+    body = b'{"type":"done","ok":true,"value":' + _nested(950) + b"}"
+    with pytest.raises(ProtocolError, match="nested deeper than 204 levels"):
+        FrameDecoder(validate_child_frame).feed(_raw(body))
+    value: object = 1
+    for _ in range(199):
+        value = [value]
+    frame = {"type": "done", "ok": True, "value": value}
+    assert FrameDecoder(validate_child_frame).feed(encode(frame)) == [frame]
+
+
+def test_json_problem_refuses_integers_python_cannot_write() -> None:
+    assert json_problem(10**4000) is None
+    problem = json_problem({"n": [10**5000]})
+    assert problem is not None and problem.startswith("value['n'][0] is an integer with more")
+
+
+def test_json_size_is_the_compact_utf8_encoding() -> None:
+    assert json_size({"a": [1, "é"]}) == len('{"a":[1,"é"]}'.encode())
+    assert json_size("\ud800") == 5  # a lone surrogate counts as its 3-byte replacement
+
+
+def test_lone_surrogates_become_the_replacement_character() -> None:
+    assert scrub_text("a\ud800b\udfff") == "a\ufffdb\ufffd"
+    assert scrub_text("plain é") == "plain é"
+    value = ["a\ud800", {"\udfff": "x\udc00", "k": [["\ud83d"]]}]
+    assert scrub_surrogates(value) == ["a\ufffd", {"\ufffd": "x\ufffd", "k": [["\ufffd"]]}]
+    json.dumps(value, ensure_ascii=False).encode("utf-8")

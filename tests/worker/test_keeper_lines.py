@@ -44,7 +44,7 @@ def test_the_wire_keys_are_the_documented_ones() -> None:
 
 
 def test_the_limits_request_round_trips() -> None:
-    request = LimitsRequest(cpu_seconds=1.5, memory_mib=64)
+    request = LimitsRequest(cpu_seconds=1.5, memory_mib=64, scratch_mib=16)
     assert parse_limits_request(request.to_line()[:-1]) == request
 
 

@@ -24,6 +24,7 @@ LIMITS = {
     "wall_seconds": 30.0,
     "cpu_seconds": 30,
     "memory_mib": 512,
+    "scratch_mib": 256,
     "output_bytes": 65536,
     "stream_bytes": 16777216,
     "result_bytes": 1048576,

@@ -12,6 +12,7 @@ def test_all_names_are_exported_and_nothing_else_is_public() -> None:
     assert worker.__all__ == (
         "DIMENSIONS",
         "FAILURE_KINDS",
+        "MAX_PROGRAM_BYTES",
         "CallHandler",
         "CallReply",
         "CallRequest",
@@ -35,6 +36,7 @@ def test_all_names_are_exported_and_nothing_else_is_public() -> None:
         "WorkerError",
         "compile_program",
         "parse_program",
+        "program_size_problem",
         "set_timing_hook",
         "timing_mark",
     )

@@ -7,11 +7,18 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
-from .._framing import json_problem
+from .._errors import ProtocolError
+from .._framing import (
+    MAX_FRAME_BYTES,
+    encode,
+    json_problem,
+    json_size,
+    scrub_surrogates,
+    scrub_text,
+)
 
 MAX_DETAIL_CHARS = 16 * 1024
 """Longest failure detail sent to the host (head and tail kept around a marker)."""
@@ -47,21 +54,32 @@ class ProgramResult:
     def as_frame(self) -> dict[str, Any]:
         if self.ok:
             return {"type": "done", "ok": True, "value": self.value}
-        return {"type": "done", "ok": False, "kind": self.kind, "detail": self.detail}
+        return {"type": "done", "ok": False, "kind": self.kind, "detail": scrub_text(self.detail)}
+
+    def encoded(self) -> bytes:
+        """The ``done`` frame, encoded; a value too large for one frame (it travels with
+        its non-ASCII characters escaped) becomes an ``invalid-result`` instead."""
+        try:
+            return encode(self.as_frame())
+        except (ProtocolError, ValueError) as exc:
+            return ProgramResult.failure(
+                "invalid-result",
+                f"the result cannot be sent: {exc}; the frame cap is {MAX_FRAME_BYTES} bytes "
+                "with non-ASCII characters escaped (\\uXXXX); return a smaller value",
+            ).encoded()
 
 
 def check_result(value: Any, *, result_bytes: int) -> ProgramResult:
-    """Accept ``value`` only as a plain JSON value whose encoding fits ``result_bytes``."""
+    """Accept ``value`` only as a plain JSON value whose encoding fits ``result_bytes``.
+
+    Lone surrogates in its strings become U+FFFD (as in stdout and log records)."""
     problem = json_problem(value)
     if problem is not None:
         return ProgramResult.failure(
             "invalid-result", f"the result must be a JSON value: {problem}"
         )
-    size = len(
-        json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(
-            "utf-8", "surrogatepass"
-        )
-    )
+    value = scrub_surrogates(value)
+    size = json_size(value)
     if size > result_bytes:
         return ProgramResult.failure(
             "invalid-result",
@@ -73,7 +91,12 @@ def check_result(value: Any, *, result_bytes: int) -> ProgramResult:
 
 def cap_detail(text: str) -> str:
     """``text`` cut to :data:`MAX_DETAIL_CHARS`, keeping its head and tail."""
-    if len(text) <= MAX_DETAIL_CHARS:
+    return cap_text(text, MAX_DETAIL_CHARS)
+
+
+def cap_text(text: str, max_chars: int) -> str:
+    """``text`` cut to about ``max_chars``, keeping its head and tail around a marker."""
+    if len(text) <= max_chars:
         return text
-    half = MAX_DETAIL_CHARS // 2
+    half = max_chars // 2 - 32  # room for the marker
     return f"{text[:half]}\n... [{len(text) - 2 * half} characters omitted] ...\n{text[-half:]}"

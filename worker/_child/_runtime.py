@@ -14,8 +14,11 @@ import sys
 import threading
 from typing import Any, NoReturn
 
+from .._errors import ProtocolError
+from .._framing import scrub_text
+from .._messages import MAX_LOG_MESSAGE_CHARS, MAX_LOG_NAME_CHARS
 from .._types import Limits
-from ._outcome import ProgramResult, ProgramStop
+from ._outcome import ProgramResult, ProgramStop, cap_text
 from ._program import run_program
 from ._transport import Channel, ChannelTransport
 
@@ -30,8 +33,9 @@ class FrameWriter(io.TextIOBase):
 
     Buffered, flushed at a newline, past 8 KiB, before every call and at the end, so
     output and calls reach the host in the order the program made them. Past
-    ``stream_bytes`` in total it stops the run with ``output-limit`` (the host would
-    kill it anyway; this way the excess is never sent).
+    ``stream_bytes`` in total (log records count too, see :meth:`reserve`) it stops the
+    run with ``output-limit`` (the host would kill it anyway; this way the excess is
+    never sent). A lone surrogate leaves as U+FFFD.
     """
 
     def __init__(self, channel: Channel, *, stream_bytes: int) -> None:
@@ -59,19 +63,30 @@ class FrameWriter(io.TextIOBase):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
         size = len(text.encode("utf-8", "surrogatepass"))
         with self._lock:
-            if self._sent_bytes + self._buffered + size > self._stream_bytes:
-                self.flush()
-                self.stop = ProgramStop(
-                    "output-limit",
-                    f"the program printed more than {self._stream_bytes} bytes "
-                    "(Limits.stream_bytes)",
-                )
-                raise self.stop
+            self._check_budget(size)
             self._buffer.append(text)
             self._buffered += size
             if "\n" in text or self._buffered >= _FLUSH_BYTES:
                 self.flush()
         return len(text)
+
+    def reserve(self, size: int) -> None:
+        """Count ``size`` bytes of something else streamed (a log record) against the
+        budget: output buffered so far is flushed first, so the order is kept."""
+        with self._lock:
+            self._check_budget(size)
+            self.flush()
+            self._sent_bytes += size
+
+    def _check_budget(self, size: int) -> None:
+        if self._sent_bytes + self._buffered + size > self._stream_bytes:
+            self.flush()
+            self.stop = ProgramStop(
+                "output-limit",
+                f"the program printed or logged more than {self._stream_bytes} bytes "
+                "(Limits.stream_bytes)",
+            )
+            raise self.stop
 
     def flush(self) -> None:
         with self._lock:
@@ -82,12 +97,14 @@ class FrameWriter(io.TextIOBase):
             self._sent_bytes += self._buffered
             self._buffered = 0
             # A lone surrogate cannot cross as UTF-8 text; show it as U+FFFD instead.
-            data = data.encode("utf-8", "replace").decode("utf-8")
-            self._channel.send({"type": "stdout", "data": data})
+            self._channel.send({"type": "stdout", "data": scrub_text(data)})
 
 
 class FrameLogHandler(logging.Handler):
-    """Sends each ``logging`` record as a ``log`` frame (message already formatted)."""
+    """Sends each ``logging`` record as a ``log`` frame (message already formatted).
+
+    A message longer than ``MAX_LOG_MESSAGE_CHARS`` is cut around a marker; its bytes count
+    against ``stream_bytes`` together with stdout."""
 
     def __init__(self, channel: Channel, writer: FrameWriter) -> None:
         super().__init__()
@@ -99,21 +116,24 @@ class FrameLogHandler(logging.Handler):
             msg = record.getMessage()
             if record.exc_info:
                 msg += "\n" + logging.Formatter().formatException(record.exc_info)
-            self._writer.flush()
+            msg = scrub_text(cap_text(msg, MAX_LOG_MESSAGE_CHARS))
+            self._writer.reserve(len(msg.encode("utf-8")))
             self._channel.send(
                 {
                     "type": "log",
                     "record": {
-                        "name": record.name,
-                        "levelno": record.levelno,
-                        "levelname": record.levelname,
-                        "msg": msg.encode("utf-8", "replace").decode("utf-8"),
-                        "created": record.created,
+                        "name": scrub_text(str(record.name)[:MAX_LOG_NAME_CHARS]),
+                        "levelno": int(record.levelno),
+                        "levelname": scrub_text(str(record.levelname)[:MAX_LOG_NAME_CHARS]),
+                        "msg": msg,
+                        "created": float(record.created),
                     },
                 }
             )
         except ProgramStop:
             raise
+        except (ProtocolError, ValueError, TypeError):  # e.g. a NaN timestamp: drop the record
+            self.handleError(record)
         except Exception:  # noqa: BLE001 - logging must never break the program
             self.handleError(record)
 
@@ -135,7 +155,7 @@ def serve(sock: socket.socket, enforcement: dict[str, Any]) -> NoReturn:
         if frame["type"] != "start" or (sdk is not None and frame["sdk_module"]):
             os._exit(_EXIT_BAD_START)
         result = run_started(channel, frame, sdk)
-        channel.finish(result.as_frame())
+        channel.finish(result.encoded())
     except BaseException:  # noqa: BLE001 - the host reports worker-exit; nothing to print to
         os._exit(_EXIT_CRASH)
     os._exit(0)

@@ -27,8 +27,29 @@ PROGRAM_FILENAME = "<program>"
 MAIN = "__ptc_main__"
 """The name of the function the program's statements become."""
 
+MAX_PROGRAM_BYTES = 256 * 1024
+"""Largest program accepted, in UTF-8 bytes (checked before anything parses it: parsing
+and compiling cost about 8 s per MiB of code here, on the host and again in the child)."""
+
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _POLICY_PREFIX = "the restricted profile refuses this program: "
+_TOO_DEEP = (
+    "the program nests too deeply for Python's {stage} (an expression or block nested past "
+    "its limit, e.g. thousands of terms joined by +); split it into smaller statements"
+)
+
+
+def program_size_problem(code: str) -> str | None:
+    """Why ``code`` is too large to be a program, or ``None`` (the ``preflight`` check that
+    comes before every other)."""
+    size = len(code.encode("utf-8", "surrogatepass"))
+    if size <= MAX_PROGRAM_BYTES:
+        return None
+    return (
+        f"the program is {size} bytes, over the limit of {MAX_PROGRAM_BYTES} bytes "
+        f"({MAX_PROGRAM_BYTES // 1024} KiB); keep data out of the source: fetch it with tools "
+        "or build it in a loop"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,12 +67,21 @@ def parse_program(code: str) -> ast.Module | CompileFailure:
     Checks what parsing alone cannot see about a function body: no ``yield``,
     ``yield from`` or ``await`` outside a nested function. Errors the compiler finds later
     (``break`` outside a loop, say) come from :func:`compile_program`."""
+    unencodable = _lone_surrogate(code)
+    if unencodable is not None:
+        return CompileFailure(kind="syntax", detail=unencodable)
     try:
         tree = ast.parse(code, PROGRAM_FILENAME, "exec")
     except SyntaxError as exc:
         return _syntax_failure(exc, code)
-    except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes, absurd nesting
-        return CompileFailure(kind="syntax", detail=cap_detail(f"{type(exc).__name__}: {exc}"))
+    except RecursionError:
+        return CompileFailure(kind="syntax", detail=_TOO_DEEP.format(stage="parser"))
+    except MemoryError:
+        return CompileFailure(kind="syntax", detail="the program is too large to parse")
+    except ValueError as exc:  # NUL bytes
+        return CompileFailure(
+            kind="syntax", detail=cap_detail(f"the program cannot be parsed: {exc}")
+        )
     for node in _top_level_nodes(tree):
         if isinstance(node, ast.Yield | ast.YieldFrom | ast.Await):
             keyword = "await" if isinstance(node, ast.Await) else "yield"
@@ -71,7 +101,10 @@ def compile_program(code: str, *, profile: str) -> CodeType | CompileFailure:
     if profile == "restricted":
         from ._restricted import apply_policy
 
-        errors = apply_policy(tree)
+        try:
+            errors = apply_policy(tree)
+        except RecursionError:
+            return CompileFailure(kind="syntax", detail=_TOO_DEEP.format(stage="compiler"))
         if errors:
             return CompileFailure(
                 kind="policy", detail=cap_detail(_POLICY_PREFIX + "; ".join(errors))
@@ -80,8 +113,30 @@ def compile_program(code: str, *, profile: str) -> CodeType | CompileFailure:
         return compile(_as_function(tree), PROGRAM_FILENAME, "exec")
     except SyntaxError as exc:
         return _syntax_failure(exc, code)
-    except (ValueError, RecursionError, MemoryError) as exc:
-        return CompileFailure(kind="syntax", detail=cap_detail(f"{type(exc).__name__}: {exc}"))
+    except RecursionError:
+        return CompileFailure(kind="syntax", detail=_TOO_DEEP.format(stage="compiler"))
+    except MemoryError:
+        return CompileFailure(kind="syntax", detail="the program is too large to compile")
+    except ValueError as exc:
+        return CompileFailure(
+            kind="syntax", detail=cap_detail(f"the program cannot be compiled: {exc}")
+        )
+
+
+def _lone_surrogate(code: str) -> str | None:
+    """A ``syntax`` detail when ``code`` holds a surrogate code point (not valid Unicode
+    text: it cannot be encoded, so no parser reads it)."""
+    try:
+        code.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        line = code.count("\n", 0, exc.start) + 1
+        column = exc.start - (code.rfind("\n", 0, exc.start) + 1) + 1
+        char = f"U+{ord(code[exc.start]):04X}"
+        return (
+            f"the program contains a lone surrogate ({char}) at line {line}, column {column}: "
+            "source code must be valid Unicode text; write it as an escape ('\\ud800') instead"
+        )
+    return None
 
 
 def _top_level_nodes(tree: ast.Module) -> list[ast.AST]:

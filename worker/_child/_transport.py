@@ -19,8 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .._errors import ProtocolError
-from .._framing import Frame, encode, json_problem, recv_frame
-from .._messages import validate_host_frame
+from .._framing import Frame, encode, json_problem, json_size, recv_frame
+from .._messages import MAX_CALL_ARGUMENTS_BYTES, validate_host_frame
 from ._outcome import ProgramStop
 
 _EXIT_HOST_GONE = 70
@@ -35,7 +35,10 @@ class Channel:
         self._finished = False
 
     def send(self, frame: Frame) -> None:
-        data = encode(frame)
+        """Encode and send one frame (``ProtocolError``/``ValueError`` if it cannot be)."""
+        self.send_encoded(encode(frame))
+
+    def send_encoded(self, data: bytes) -> None:
         try:
             with self._send_lock:
                 if not self._finished:
@@ -43,18 +46,19 @@ class Channel:
         except OSError:
             os._exit(_EXIT_HOST_GONE)
 
-    def finish(self, frame: Frame) -> None:
-        """Send the last frame (``done``); frames from stray program threads after it are
-        dropped, since anything after ``done`` is a protocol violation. Shutting the
+    def finish(self, data: bytes) -> None:
+        """Send the last frame (``done``, encoded); frames from stray program threads after
+        it are dropped, since anything after ``done`` is a protocol violation. Shutting the
         sending side down gives the host its end of stream at once (it need not wait for
         this process to exit)."""
-        self.send(frame)
-        with self._send_lock:
-            self._finished = True
-            try:
+        try:
+            with self._send_lock:  # one critical section: no stray frame between the two
+                if not self._finished:
+                    self._sock.sendall(data)
+                self._finished = True
                 self._sock.shutdown(socket.SHUT_WR)
-            except OSError:
-                os._exit(_EXIT_HOST_GONE)
+        except OSError:
+            os._exit(_EXIT_HOST_GONE)
 
     def recv(self) -> Frame:
         try:
@@ -96,6 +100,12 @@ class ChannelTransport:
             problem = json_problem(arguments)
             if type(tool) is not str or problem is not None:
                 raise TypeError(f"arguments of {tool!r} must be JSON values: {problem}")
+            size = json_size(arguments)
+            if size > MAX_CALL_ARGUMENTS_BYTES:
+                raise ValueError(
+                    f"arguments of {tool!r} are {size} bytes as JSON, over the cap of "
+                    f"{MAX_CALL_ARGUMENTS_BYTES} bytes per call"
+                )
         if not calls:
             return []
         self._before_call()  # program output printed before the call reaches the host first
@@ -109,18 +119,21 @@ class ChannelTransport:
                 self._on_stop(stop)
                 raise stop
             ids = range(first, first + len(calls))
+            frame = {
+                "type": "call",
+                "calls": [
+                    {"id": i, "tool": tool, "arguments": arguments}
+                    for i, (tool, arguments) in zip(ids, calls, strict=True)
+                ],
+            }
+            try:
+                data = encode(frame)
+            except ProtocolError as exc:  # the whole batch over the frame cap
+                raise ValueError(f"this batch of {len(calls)} calls is too large: {exc}") from None
             self._next_id = first + len(calls)
             self._waiting.update(ids)
             # Sent while holding the lock so call frames leave in id order.
-            self._channel.send(
-                {
-                    "type": "call",
-                    "calls": [
-                        {"id": i, "tool": tool, "arguments": arguments}
-                        for i, (tool, arguments) in zip(ids, calls, strict=True)
-                    ],
-                }
-            )
+            self._channel.send_encoded(data)
             while not all(i in self._results for i in ids):
                 if self._reading:
                     self._cond.wait()

@@ -1,0 +1,68 @@
+"""Tasks that outlive the task that started them, and may be left behind on purpose.
+
+A task group makes its host wait for every child; a ``run_code`` that must return at its
+wall-clock deadline cannot wait for a nested tool that shields itself from cancellation,
+and ``ToolRuntime.aclose()`` must not exit a task group from inside a different cancel
+scope than the one that entered it. :func:`start_detached` runs a coroutine function in a
+task of its own (asyncio: ``loop.create_task``, a reference kept until it ends; trio: a
+system task) inside a cancel scope the starter can cancel, and sets an event when it ends.
+An exception it raises is logged, never lost and never raised into the starter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+__all__ = ("Detached", "start_detached")
+
+logger = logging.getLogger("ptc")
+_RUNNING: set[asyncio.Task[None]] = set()  # asyncio keeps only weak references to tasks
+
+
+class Detached:
+    """The handle on one detached task: ``cancel()``, ``done`` (an event), ``name``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.done = anyio.Event()
+        self._scope: anyio.CancelScope | None = None
+        self._cancel_requested = False
+
+    def cancel(self) -> None:
+        """Cancel the task (anyio cancellation: a shielded part still runs to its end)."""
+        self._cancel_requested = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def _run(self, fn: Callable[..., Awaitable[Any]], args: tuple[Any, ...]) -> None:
+        try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                if self._cancel_requested:
+                    scope.cancel()
+                await fn(*args)
+        except Exception:
+            logger.exception("detached task %s failed", self.name)
+        finally:
+            self.done.set()
+
+
+def start_detached(fn: Callable[..., Awaitable[Any]], *args: Any, name: str) -> Detached:
+    """Run ``await fn(*args)`` in a task of its own, from the event loop's thread."""
+    handle = Detached(name)
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # not asyncio: anyio's other backend
+        import trio  # type: ignore[import-not-found]
+
+        trio.lowlevel.spawn_system_task(handle._run, fn, args, name=name)
+        return handle
+    task = loop.create_task(handle._run(fn, args), name=name)
+    _RUNNING.add(task)
+    task.add_done_callback(_RUNNING.discard)
+    return handle
