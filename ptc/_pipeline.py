@@ -16,8 +16,6 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, replace
 
-import anyio
-
 from ._body import apply_finalize_content, attempt, check_output
 from ._decisions import Approver
 from ._errors import NotJSONError, UsageError
@@ -175,7 +173,7 @@ class Call:
         self,
         *,
         admission: AbstractAsyncContextManager[object] | None = None,
-        prepare_lock: anyio.Lock | None = None,
+        prepare_lock: AbstractAsyncContextManager[object] | None = None,
         prepared: Callable[[], None] | None = None,
         halt: CancelSignal | None = None,
     ) -> ToolResult:

@@ -39,6 +39,8 @@ class _Barrier:
     """A readers-writer lock: parallel bodies share it, an exclusive call owns it.
 
     Writers are preferred so a stream of parallel calls cannot starve an exclusive one.
+    Uncontended acquisitions and releases touch only the counters (a check-and-set between
+    two awaits is atomic on the event loop); the condition is used only to wait and wake.
     """
 
     def __init__(self) -> None:
@@ -46,32 +48,63 @@ class _Barrier:
         self._readers = 0
         self._writer = False
         self._writers_waiting = 0
+        self._waiters = 0
 
     async def acquire_shared(self) -> None:
+        if not (self._writer or self._writers_waiting):
+            self._readers += 1
+            return
         async with self._condition:
-            while self._writer or self._writers_waiting:
-                await self._condition.wait()
+            self._waiters += 1
+            try:
+                while self._writer or self._writers_waiting:
+                    await self._condition.wait()
+            finally:
+                self._waiters -= 1
             self._readers += 1
 
     async def release_shared(self) -> None:
-        async with self._condition:
-            self._readers -= 1
-            self._condition.notify_all()
+        self._readers -= 1
+        if self._waiters:
+            async with self._condition:
+                self._condition.notify_all()
 
     async def acquire_exclusive(self) -> None:
+        if not (self._writer or self._readers or self._writers_waiting):
+            self._writer = True
+            return
         async with self._condition:
             self._writers_waiting += 1
+            self._waiters += 1
             try:
                 while self._writer or self._readers:
                     await self._condition.wait()
             finally:
                 self._writers_waiting -= 1
+                self._waiters -= 1
             self._writer = True
 
     async def release_exclusive(self) -> None:
-        async with self._condition:
-            self._writer = False
-            self._condition.notify_all()
+        self._writer = False
+        if self._waiters:
+            async with self._condition:
+                self._condition.notify_all()
+
+
+class FastLock:
+    """An ``anyio.Lock`` that costs no event-loop round when it is free."""
+
+    def __init__(self) -> None:
+        self._lock = anyio.Lock()
+
+    async def __aenter__(self) -> None:
+        try:
+            self._lock.acquire_nowait()
+        except anyio.WouldBlock:
+            await self._lock.acquire()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._lock.release()
 
 
 def _aborted(call_id: str, name: str) -> ToolResult:
@@ -88,7 +121,7 @@ class Scheduler:
             raise ValueError("max_parallel must be at least 1")
         self.max_parallel = max_parallel
         self._slots = anyio.Semaphore(max_parallel)
-        self._prepare_lock = anyio.Lock()
+        self._prepare_lock = FastLock()
         self._barrier = _Barrier()
 
     async def run(
@@ -109,6 +142,9 @@ class Scheduler:
         not begun pre-execute (``ABORTED_BEFORE_DISPATCH``, not emitted) without touching
         started ones; a call whose approval is deferred fires it.
         """
+        if len(calls) == 1:
+            # Nothing to overlap with: no task group (the hot path of code-mode calls).
+            return [await self._run_one(site, calls[0], signal, parent, root_call_id, halt)]
         results: list[ToolResult | None] = [None] * len(calls)
         in_flight: list[anyio.Event] = []
         async with anyio.create_task_group() as group:
@@ -138,13 +174,6 @@ class Scheduler:
                     results[index] = await call.run(
                         admission=self._exclusive(), prepare_lock=self._prepare_lock, halt=halt
                     )
-                elif len(calls) == 1:
-                    # Nothing to overlap with: no task (the hot path of code-mode calls).
-                    results[index] = await call.run(
-                        admission=self._shared(signal, halt),
-                        prepare_lock=self._prepare_lock,
-                        halt=halt,
-                    )
                 else:
                     done = anyio.Event()
                     in_flight.append(done)
@@ -152,6 +181,32 @@ class Scheduler:
                     # pre-execute begins only then, and a full pool holds the loop here.
                     await group.start(self._run_parallel, call, results, index, done, signal, halt)
         return results_in_order(results)
+
+    async def _run_one(
+        self,
+        site: Callable[[ToolCall], CallSite],
+        spec: ToolCall,
+        signal: CancelSignal | None,
+        parent: ExecutionToken | None,
+        root_call_id: str | None,
+        halt: CancelSignal | None,
+    ) -> ToolResult:
+        call_id = spec.call_id or new_call_id()
+        if (signal is not None and signal.cancelled) or (halt is not None and halt.cancelled):
+            return _aborted(call_id, spec.name)
+        call = Call.create(
+            site(spec),
+            spec.name,
+            spec.arguments,
+            call_id=call_id,
+            root_call_id=root_call_id,
+            parent=parent,
+            signal=signal,
+        )
+        if call.final:
+            return await call.run()
+        admission = self._shared(signal, halt) if call.parallel else self._exclusive()
+        return await call.run(admission=admission, prepare_lock=self._prepare_lock, halt=halt)
 
     async def _run_parallel(
         self,
@@ -178,7 +233,10 @@ class Scheduler:
     async def _shared(
         self, signal: CancelSignal | None, halt: CancelSignal | None
     ) -> AsyncIterator[None]:
-        await self._slots.acquire()
+        try:
+            self._slots.acquire_nowait()  # no event-loop round when a slot is free
+        except anyio.WouldBlock:
+            await self._slots.acquire()
         try:
             await self._barrier.acquire_shared()
         except BaseException:

@@ -15,10 +15,12 @@ import errno
 import os
 import shutil
 import signal
+import socket
 from collections import deque
 
 import anyio
-from anyio.abc import SocketStream
+import anyio.lowlevel
+from anyio.abc import SocketAttribute, SocketStream
 
 from . import _enforcement
 from ._cgroups import CgroupJanitor, RunCgroups
@@ -37,6 +39,7 @@ from ._messages import validate_child_frame
 from ._timing import timing_mark
 from ._types import Dimension, Enforcement
 
+_RECEIVE_BYTES = 65536
 KILL_CONFIRM_S = 2.0
 KEEPER_REPORT_S = 0.02
 
@@ -48,6 +51,7 @@ class ChildHandle:
         self, *, run: SocketStream, keeper: SocketStream, cgroups: RunCgroups, scratch: str
     ) -> None:
         self._run = run
+        self._raw: socket.socket = run.extra(SocketAttribute.raw_socket)
         self._keeper = keeper
         self._cgroups = cgroups
         self._scratch = scratch
@@ -146,11 +150,27 @@ class ChildHandle:
             raise
 
     async def next_frame(self) -> Frame | None:
-        """The next validated child frame; ``None`` at EOF; ``ProtocolError`` if malformed."""
+        """The next validated child frame; ``None`` at EOF; ``ProtocolError`` if malformed.
+
+        Reads the socket directly: woken by readiness, a frame costs one event-loop round
+        (a stream's receive adds a checkpoint). Data that was there without waiting still
+        yields once per read, so a flooding child cannot starve the loop (or the deadline)."""
         while not self._frames:
             try:
-                data = await self._run.receive()
-            except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionResetError):
+                data = self._raw.recv(_RECEIVE_BYTES)
+            except BlockingIOError:
+                await anyio.wait_readable(self._raw)
+                try:
+                    data = self._raw.recv(_RECEIVE_BYTES)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    data = b""
+            except OSError:  # reset, or closed under us: the end of the stream
+                data = b""
+            else:
+                await anyio.lowlevel.checkpoint()
+            if not data:
                 self._decoder.eof()
                 return None
             self._frames.extend(self._decoder.feed(data))
@@ -159,6 +179,16 @@ class ChildHandle:
     async def send(self, data: bytes) -> None:
         """Write encoded frames to the child (errors propagate: the caller decides)."""
         await self._run.send(data)
+
+    def send_nowait(self, data: bytes) -> int:
+        """Write as much of ``data`` as the socket takes without blocking; the byte count.
+
+        Only when no :meth:`send` is in progress (the caller's job), so frames never
+        interleave; ``OSError`` when the channel is broken."""
+        try:
+            return self._raw.send(data)
+        except BlockingIOError:
+            return 0
 
     async def preload_sdk(self, module: str) -> None:
         """Send the SDK module ahead of ``start`` (the child compiles it while it waits)."""

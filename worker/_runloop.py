@@ -269,8 +269,14 @@ class RunLoop:
         data = b"".join(
             _result_frame(r.id, reply) for r, reply in zip(requests, replies, strict=True)
         )
-        async with self._send_lock:
-            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            if not self._send_lock.locked():
+                # Nobody else is sending: write what the socket takes now, without an
+                # event-loop round; only a remainder waits (under the lock, in order).
+                data = data[child.send_nowait(data) :]
+                if not data:
+                    return
+            async with self._send_lock:
                 await child.send(data)
 
     async def _death(self, child: ChildHandle) -> Kill:
