@@ -19,6 +19,7 @@ import typing
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ._fragment_check import checked_fragment
 from ._idents import camel, ident_for_tool, tool_idents
 from ._ir import ToolIR, tool_ir
 from ._render import render_module, render_stub
@@ -142,16 +143,12 @@ class SdkGenerator:
             return None
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            return TypeFragment(
-                definitions=tuple(data["definitions"]),
-                type_names=tuple(data["type_names"]),
-                typing_names=tuple(data["typing_names"]),
-                params=tuple((k, a, bool(r)) for k, a, r in data["params"]),
-                returns=str(data["returns"]),
-                notes=tuple(data["notes"]),
-            )
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, RecursionError):
             return None  # absent or unreadable: regenerate (and overwrite)
+        # The file is outside this process: only the exact shape generation produces is
+        # used (its annotations become the worker module's signatures); anything else
+        # is regenerated and overwritten.
+        return checked_fragment(data)
 
     def _store(self, key: tuple[str, str], fragment: TypeFragment) -> None:
         path = self._path(key)

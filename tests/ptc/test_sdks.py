@@ -8,6 +8,7 @@ on, "debounced" by how many builds a burst of changes causes.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Iterator, Sequence
@@ -174,6 +175,13 @@ async def test_a_restarted_host_reads_fragments_from_disk(
         assert second.root.sdk() == stub
 
 
+def tamper_every_file(directory: Path) -> None:
+    for path in directory.iterdir():
+        data = json.loads(path.read_text())
+        data["returns"] = "int:\n    __import__('os').system('true')\n"
+        path.write_text(json.dumps(data))
+
+
 def corrupt_every_file(directory: Path) -> None:
     for path in directory.iterdir():
         path.write_bytes(b"\x00not json")
@@ -211,3 +219,20 @@ async def test_a_scope_closed_during_a_build_is_skipped(builds: Builds) -> None:
         agent.close()
         await anyio.sleep(0.05)  # let the debounced flush run; it must not fail
         assert agent.closed
+
+
+async def test_tampered_but_valid_json_cache_entries_are_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fragment file edited into valid JSON that would put code into the worker module's
+    signatures is not used: the scope's SDK is rebuilt as generation makes it."""
+    monkeypatch.setenv("PTC_CACHE_DIR", str(tmp_path))
+    async with runtime(default_mode="code") as first:
+        first.register(tool("alpha"))
+        stub = first.root.sdk()
+    tamper_every_file(tmp_path)
+    async with runtime(default_mode="code") as second:
+        second.register(tool("alpha"))
+        assert second.root.sdk() == stub
+        result = await second.root.run_code("return tools.alpha(n=2)")
+        assert result.value == {"result": {"n": 2}, "stdout": ""}
