@@ -1,0 +1,84 @@
+"""The pool primes children for the runs in use, and never hands one child two runs or one
+SDK's child to another SDK (real zygote, real contained children)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.security._support import SDK, SHORT, echo_calls
+from worker import Containment, Limits, RunRequest, SubprocessBackend
+
+pytestmark = [pytest.mark.anyio, pytest.mark.needs_root]
+
+# A program that marks the interpreter it runs in and says whether it found a mark: a
+# reused child would see the previous run's mark.
+MARK = (
+    "import builtins\nseen = hasattr(builtins, 'ptc_test_mark')\n"
+    "builtins.ptc_test_mark = True\nreturn seen"
+)
+OTHER_SDK = SDK.replace("echo = _Tool(\"echo\")", "other = _Tool(\"other\")")
+
+
+@pytest.fixture
+async def backend() -> AsyncIterator[SubprocessBackend]:
+    async with SubprocessBackend(Containment(pool_size=2)) as b:
+        yield b
+
+
+def request(code: str, sdk: str = SDK) -> RunRequest:
+    return RunRequest(code=code, sdk_module=sdk, limits=SHORT)
+
+
+async def test_pooled_children_are_primed_for_the_last_runs_sdk(
+    backend: SubprocessBackend,
+) -> None:
+    await backend.run(request("return 1"), on_calls=echo_calls)
+    await backend.start()  # finish the background refill and priming
+    assert [c.sdk_module for c in backend.pooled] == [SDK, SDK]
+
+
+async def test_a_preloaded_child_is_never_reused_across_runs(backend: SubprocessBackend) -> None:
+    await backend.run(request("return 1"), on_calls=echo_calls)
+    pids: set[int] = set()
+    for _ in range(6):
+        await backend.start()  # primed children wait in the pool
+        pooled = {c.pid for c in backend.pooled}
+        assert not pooled & pids, "a child that served a run is back in the pool"
+        out = await backend.run(request(MARK), on_calls=echo_calls)
+        assert out.ok and out.value is False, out  # a fresh interpreter every time
+        assert out.enforcement and all(e.level == "full" for e in out.enforcement.values())
+        pids |= pooled - {c.pid for c in backend.pooled}  # the one this run took
+    assert len(pids) == 6
+
+
+async def test_a_child_primed_for_one_sdk_never_serves_another(
+    backend: SubprocessBackend,
+) -> None:
+    await backend.run(request("return 1"), on_calls=echo_calls)
+    await backend.start()
+    assert all(c.sdk_module == SDK for c in backend.pooled)
+    code = "return [hasattr(tools, 'echo'), hasattr(tools, 'other')]"
+    out = await backend.run(request(code, OTHER_SDK), on_calls=echo_calls)
+    assert out.ok and out.value == [False, True], out
+    # ... and the next run of the first SDK still gets the first SDK's tools.
+    out = await backend.run(request(code), on_calls=echo_calls)
+    assert out.ok and out.value == [True, False], out
+    await backend.start()
+    # The pool follows the SDKs in use (a child primed for another is retired, not used).
+    assert all(c.sdk_module in (SDK, OTHER_SDK) for c in backend.pooled)
+
+
+async def test_changed_limits_are_never_served_by_a_child_primed_for_others(
+    backend: SubprocessBackend,
+) -> None:
+    await backend.run(request("return 1"), on_calls=echo_calls)
+    await backend.start()
+    tighter = RunRequest(
+        code="import resource\nreturn resource.getrlimit(resource.RLIMIT_AS)[0] >> 20",
+        sdk_module=SDK,
+        limits=Limits(wall_seconds=3.0, cpu_seconds=1.0, memory_mib=128),
+    )
+    out = await backend.run(tighter, on_calls=echo_calls)
+    assert out.ok and out.value == 128 + 1024, out  # RLIMIT_AS = memory + 1 GiB backstop
