@@ -2,10 +2,14 @@
 
 ``python -m benchmarks.latency [--quick] [--scale F]`` (or ``python -m benchmarks latency``).
 Measures: run_code returning a constant (pool warm, full containment; runs 50 ms apart and back to
-back) vs ``subprocess.run([python, "-I", "-c", ...])`` vs smolagents' in-process
-``LocalPythonExecutor``; a nested call round trip vs the same call made in-process; a
-1,000-call program; CPU-bound programs in both ptc profiles vs smolagents (and plain
-in-process ``exec`` for scale); kill latency; idle pooled child PSS; 20 concurrent runs.
+back) vs pydantic-monty's ``checkout()`` + ``feed_run("1")``, ``subprocess.run([python, "-I",
+"-c", ...])`` and smolagents' in-process ``LocalPythonExecutor``; the waterfall of a run;
+a nested call round trip (timed in the program, and as a 1,000-call mean) vs the same call
+made in-process and vs a Monty external-function call, and the event-loop rounds it takes;
+CPU-bound programs in both ptc profiles vs Monty and smolagents (and plain in-process
+``exec`` for scale); kill latency; idle pooled child PSS; 20 concurrent runs; the worst
+event-loop stall of register, present_as, model_tools, sdk, a tool change and run_code with
+200 tools (a heartbeat task), and 200 tools registered one by one vs at once.
 Results: ``benchmarks/results/latency.{json,md}``; the performance targets
 (docs/benchmarks.md) are checked.
 """
@@ -26,6 +30,13 @@ import ptc
 
 from . import _stats
 from ._episodes import runtime_kwargs
+from ._latency_extra import (
+    monty_baselines,
+    nested_in_program,
+    rounds_per_call,
+    stalls,
+    waterfall,
+)
 from ._latency_parts import (
     CPU_PROGRAMS,
     descendant_pss_kib,
@@ -80,11 +91,12 @@ async def _ok(awaitable: Awaitable[Any]) -> Any:
 
 
 async def _run_suite(bench: Bench, relaxed: bool) -> None:
-    async with ptc.ToolRuntime(**runtime_kwargs(relaxed)) as runtime:
+    limits = ptc.Limits(max_calls=5000)
+    async with ptc.ToolRuntime(**runtime_kwargs(relaxed), limits=limits) as runtime:
 
         @runtime.tool(concurrency_safe=True)
-        def noop() -> int:
-            """Return 0 (a trivial tool for round-trip timing)."""
+        async def noop() -> int:
+            """Return 0 (a trivial async tool: the nested-call reference)."""
             return 0
 
         native = runtime.scope("lat-native")
@@ -106,7 +118,9 @@ async def _run_suite(bench: Bench, relaxed: bool) -> None:
         bench.add("run_code constant, warm, 50 ms apart",
                   await sample_async(constant, bench.n(150), gap_seconds=0.05))
         bench.add("run_code constant, back to back", await sample_async(constant, bench.n(300)))
+        await anyio.sleep(0.5)  # let the pool refill before reading memory
         bench.facts["idle_pss_kib"] = descendant_pss_kib()
+        bench.facts["waterfall"] = await waterfall(code, bench.n(60), 0.05)
 
         async def in_process() -> None:
             await _ok(native.call("noop", {}))
@@ -126,6 +140,9 @@ async def _run_suite(bench: Bench, relaxed: bool) -> None:
         if base is not None and loop is not None:
             bench.facts["nested_round_trip_us"] = (loop - base) * 1000 / calls
             bench.facts["nested_calls_per_second"] = calls / ((loop - base) / 1000)
+        bench.add("nested call, timed in the program", await nested_in_program(
+            code, max(200, bench.n(2000))))
+        bench.facts["event_loop_rounds_per_nested_call"] = await rounds_per_call(code, 1000)
 
         for label, source in CPU_PROGRAMS.items():
             for profile, scope in (("python", code), ("restricted", restricted)):
@@ -165,6 +182,8 @@ async def _run_suite(bench: Bench, relaxed: bool) -> None:
 
 
 def _baselines(bench: Bench) -> None:
+    for name, samples in monty_baselines(bench.n).items():
+        bench.add(name, samples)
     command = [sys.executable, "-I", "-c", CONSTANT]
     bench.add("subprocess python -I -c (same program)",
               sample_sync(lambda: subprocess.run(command, check=True), bench.n(60)))
@@ -210,6 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _baselines(bench)
     _stats.progress("latency suite: ptc runtime")
     anyio.run(_run_suite, bench, args.relaxed_containment)
+    _stats.progress("latency suite: event-loop stalls with 200 tools")
+    bench.facts["stalls_ms"] = anyio.run(stalls, 200, args.relaxed_containment)
     return _write(bench.samples, bench.facts, args.out)
 
 

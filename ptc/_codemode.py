@@ -61,6 +61,9 @@ from ._tools import Output, ToolContext, ToolDefinition, ToolExecution, define_t
 __all__ = ("CodeMode", "render_run_code")
 
 _CACHE_ENTRIES = 128
+# Programs up to this size (python profile) are pre-flighted on the event loop: parsing and
+# compiling them takes well under a millisecond here, less than a hop to a worker thread.
+_INLINE_PREFLIGHT_CHARS = 256
 _NO_OUTPUT = "(run_code completed with no output)"
 _PENDING_STUB = (
     "# The SDK of this scope is being generated; call scope.sdk() or await scope.prepare().\n"
@@ -293,12 +296,19 @@ class CodeMode:
         # within the wall clock (a thread cannot be stopped: at the deadline it is abandoned,
         # its work bounded by the program size limit).
         problem: PreflightError | None = None
-        with anyio.move_on_after(started + limits.wall_seconds - time.monotonic()) as wall:
-            problem = await anyio.to_thread.run_sync(
-                check_program, code, sdk, profile, abandon_on_cancel=True
-            )
-        if wall.cancelled_caught:
-            _fail("timeout", _timeout_detail(limits, "during pre-flight (checking the program)"))
+        if profile == "python" and len(code) <= _INLINE_PREFLIGHT_CHARS:
+            # A short program is checked in well under a millisecond: a thread hop would
+            # cost more than the check (and the loop is not held long enough to matter).
+            problem = check_program(code, sdk, profile)
+        else:
+            deadline = started + limits.wall_seconds
+            with anyio.move_on_after(deadline - time.monotonic()) as wall:
+                problem = await anyio.to_thread.run_sync(
+                    check_program, code, sdk, profile, abandon_on_cancel=True
+                )
+            if wall.cancelled_caught:
+                detail = _timeout_detail(limits, "during pre-flight (checking the program)")
+                _fail("timeout", detail)
         timing_mark("preflight")
         if problem is not None:
             _fail(problem.kind, problem.detail)

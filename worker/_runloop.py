@@ -138,11 +138,14 @@ class RunLoop:
 
         A child whose pool pre-loaded this SDK module gets ``start`` without it."""
         module = self.request.sdk_module
+        preloaded = child.sdk_module == module
+        if not preloaded:
+            timing_mark("sdk-inline")
         start = {
             "type": "start",
             "code": self.request.code,
             "profile": self.request.profile,
-            "sdk_module": "" if child.sdk_module == module else module,
+            "sdk_module": "" if preloaded else module,
             "limits": dataclasses.asdict(self.request.limits),
         }
         kill: Kill | None = None

@@ -98,8 +98,10 @@ async def test_a_slow_pre_flight_ends_the_run_at_the_deadline(
     monkeypatch.setattr("ptc._codemode.check_program", slow_check)
     async with ptc.ToolRuntime(default_mode="code", limits=ptc.Limits(wall_seconds=0.5)) as rt:
         await rt.root.prepare()
+        # Long enough to be pre-flighted on a thread (short programs are checked inline).
+        program = "# " + "x" * 400 + "\nreturn 1"
         with anyio.fail_after(GUARD_S):
-            result = await rt.root.run_code("return 1")
+            result = await rt.root.run_code(program)
         assert checked == []  # returned while the pre-flight was still running
         release.set()
     assert result.error is not None
