@@ -36,7 +36,7 @@ BUSY = "while True:\n    pass"
 @pytest.fixture
 async def backend() -> AsyncIterator[SubprocessBackend]:
     async with SubprocessBackend(Containment(pool_size=2)) as b:
-        yield b  # type: ignore[misc]
+        yield b
 
 
 async def _repeat(backend: SubprocessBackend, code: str, limits: Limits, times: int) -> list[str]:

@@ -81,7 +81,7 @@ def run_in_process(code: str) -> tuple[ProgramResult, str]:
     return result, "".join(out)
 
 
-def check(payload: Payload, ok: bool, kind: str, value: object, detail: str) -> None:
+def check(payload: Payload, ok: bool, kind: str | None, value: object, detail: str) -> None:
     got = "ok" if ok else kind
     assert got == payload.expect, f"{payload.id}: ended as {got}: {value!r} {detail[-500:]}"
     if payload.expect == "exception":
@@ -114,7 +114,7 @@ class TestInAContainedChild:
     @pytest.fixture(scope="class")
     async def backend(self) -> AsyncIterator[SubprocessBackend]:
         async with SubprocessBackend(Containment(pool_size=1)) as b:
-            yield b  # type: ignore[misc]
+            yield b
 
     async def test_control_landlock_keeps_the_canary_from_python(
         self, canary: Canary, backend: SubprocessBackend
@@ -144,7 +144,7 @@ class TestWithoutLandlock:
     async def backend(self) -> AsyncIterator[SubprocessBackend]:
         relaxed = Containment(landlock=False, require=frozenset(), pool_size=1)
         async with SubprocessBackend(relaxed) as b:
-            yield b  # type: ignore[misc]
+            yield b
 
     async def test_control_python_reads_the_canary(
         self, canary: Canary, backend: SubprocessBackend

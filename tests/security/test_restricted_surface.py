@@ -165,7 +165,7 @@ _VALUES_A_PROGRAM_HOLDS: tuple[object, ...] = (
     b"",
     bytearray(),
     lambda: 0,
-    (x for x in ()),
+    (n for n in range(0)),
     len,
     [].append,
     object().__str__,
@@ -179,7 +179,7 @@ _VALUES_A_PROGRAM_HOLDS: tuple[object, ...] = (
     iter({}),
     functools.lru_cache(lambda: 0),
     itertools.tee([])[0],
-    re.compile("x").scanner(""),
+    re.compile("x").scanner(""),  # type: ignore[attr-defined]  # undocumented, reachable
     decimal.localcontext(),
 )
 

@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import json
 import textwrap
+import types
+from collections.abc import Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from RestrictedPython.transformer import INSPECT_ATTRIBUTES
 
+from worker._child._guards import PolicyViolation, VettedModule, guarded_getattr
 from worker._child._outcome import ProgramResult
 from worker._child._program import run_program
 from worker._child._restricted import ALLOWED_MODULES
@@ -451,3 +457,39 @@ def test_functools_replacements_keep_decorators_working() -> None:
     """
     result, _ = run(code)
     assert result.value == [7, True, True], result.detail
+
+
+def _samples() -> list[object]:
+    from worker._child._stdlib import ALLOWED_MODULES, vetted_module
+
+    def gen() -> Iterator[int]:
+        yield 1
+
+    views: list[object] = [vetted_module(m) for m in sorted(ALLOWED_MODULES)]
+    values: list[object] = [(), 1, "s", [], {}, len, int, str, gen(), ValueError("x")]
+    return views + values + [getattr(v, n) for v in views for n in sorted(vars(v))[:8]]
+
+
+SAMPLES = _samples()
+NAMES = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(sorted(INSPECT_ATTRIBUTES | {"mro", "register", "obj", "format"})),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(obj=st.sampled_from(SAMPLES), name=NAMES)
+def test_a_guarded_read_never_yields_a_module_frame_or_code(obj: object, name: str) -> None:
+    try:
+        value = guarded_getattr(obj, name)
+    except (PolicyViolation, AttributeError):
+        return
+    assert not name.startswith("_") and name not in INSPECT_ATTRIBUTES
+    assert not isinstance(value, types.FrameType | types.CodeType | types.TracebackType)
+    assert not isinstance(value, types.ModuleType) or isinstance(value, VettedModule)
+
+
+@given(obj=st.sampled_from(SAMPLES), name=st.text(max_size=12).map(lambda t: "_" + t))
+def test_underscore_names_are_refused_on_everything(obj: object, name: str) -> None:
+    with pytest.raises(PolicyViolation):
+        guarded_getattr(obj, name)
