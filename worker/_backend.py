@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import socket
 import tempfile
@@ -49,6 +50,8 @@ class SubprocessBackend(WorkerBackend):
         self._doomed: list[ChildHandle] = []
         self._janitor = CgroupJanitor()
         self._counter = 0
+        # Unique per backend: two backends in one process must never share a run's cgroups.
+        self._tag = secrets.token_hex(4)
         self._closed = False
         self._probe: dict[Dimension, Enforcement] | None = None
 
@@ -92,7 +95,7 @@ class SubprocessBackend(WorkerBackend):
         Raises ``WorkerError`` (with nothing left behind: sockets, scratch dir, cgroups)
         when the host cannot provide what a child needs, e.g. file descriptors."""
         self._counter += 1
-        name = f"ptc-{os.getpid()}-{self._counter}"
+        name = f"ptc-{os.getpid()}-{self._tag}-{self._counter}"
         sockets: list[socket.socket] = []
         scratch = ""
         cgroups = RunCgroups()
