@@ -120,12 +120,18 @@ EMPTY = FrozenDict()
 _SCALARS = (str, int, bool, type(None))
 
 
-def freeze(value: object, path: str = "$") -> JSON:
+MAX_DEPTH = 200
+"""How deeply JSON may nest (the worker's frames allow the same), so no value can exhaust
+the interpreter's recursion limit anywhere it is handled."""
+
+
+def freeze(value: object, path: str = "$", _depth: int = 0) -> JSON:
     """Return a deep-frozen lossless copy of ``value`` or raise :class:`NotJSONError`.
 
     Accepted: ``dict`` (string keys), ``list``, ``str``, ``int``, ``bool``, finite ``float``
     and ``None`` (subclasses of ``dict``/``list`` included; tuples, sets, bytes, enums and
-    other objects are rejected so nothing is silently converted).
+    other objects are rejected so nothing is silently converted), nested at most
+    :data:`MAX_DEPTH` levels.
     """
     kind = type(value)
     if kind in _SCALARS:
@@ -135,15 +141,19 @@ def freeze(value: object, path: str = "$") -> JSON:
         if math.isfinite(value):
             return value
         raise NotJSONError(path, f"{value!r} is not a JSON number")
+    if _depth >= MAX_DEPTH and isinstance(value, dict | list):
+        raise NotJSONError(path, f"nested deeper than {MAX_DEPTH} levels")
     if isinstance(value, dict):
         items: dict[str, JSON] = {}
         for key, item in value.items():
             if type(key) is not str:
                 raise NotJSONError(path, f"object key {key!r} is not a string")
-            items[key] = freeze(item, f"{path}.{key}")
+            items[key] = freeze(item, f"{path}.{key}", _depth + 1)
         return FrozenDict(items)
     if isinstance(value, list):
-        return FrozenList([freeze(item, f"{path}[{i}]") for i, item in enumerate(value)])
+        return FrozenList(
+            [freeze(item, f"{path}[{i}]", _depth + 1) for i, item in enumerate(value)]
+        )
     raise NotJSONError(path, f"{kind.__name__} is not a JSON type")
 
 

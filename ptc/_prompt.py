@@ -50,8 +50,12 @@ _PROFILE_RULES = {
     "restricted": (
         "Language profile: restricted (RestrictedPython). Not allowed: async/await, `match`, "
         "names or attributes starting with `_`, augmented assignment to items or attributes "
-        "(write `d[k] = d[k] + 1`, not `d[k] += 1`), `eval`/`exec`, `type`/`vars`/`dir`. "
-        f"Importable modules: {ALLOWED_MODULES}."
+        "(write `d[k] = d[k] + 1`, not `d[k] += 1`), `eval`/`exec`, `type`/`vars`/`dir`, "
+        "`str.format` (use f-strings or %). "
+        f"Importable modules: {ALLOWED_MODULES} (their documented public API, without "
+        "`functools.singledispatch`, `collections.UserString`, `string.Formatter`; "
+        "`functools.wraps` copies only the name and docstring). A policy error ends the run "
+        "even if caught."
     ),
 }
 

@@ -9,6 +9,14 @@ rlimits, no_new_privs, Landlock and seccomp, and runs the program via
 itself lacks CAP_SYS_RESOURCE here), reports the child's exit status and rusage, and as a
 subreaper sweeps any process left behind. Keeper <-> host messages are JSON lines
 (``_keeper_lines``).
+
+CPU limit: soft RLIMIT_CPU at the run's budget, hard one second above. A namespace init
+ignores signals it has no handler for, so the child installs a SIGXCPU handler that exits
+with :data:`EXIT_CPU_LIMIT`; a program that blocks or ignores SIGXCPU (python profile)
+meets the hard limit's SIGKILL instead. Either way the keeper reads the child's CPU clock
+that the kernel checks RLIMIT_CPU against (``CPUCLOCK_PROF``) before reaping it and
+reports ``cpu_limit`` when it passed the soft limit. Rusage is not evidence: it counts
+precise run time, while the limit counts scheduler ticks (it reads up to ~10% lower).
 """
 
 from __future__ import annotations
@@ -24,7 +32,9 @@ import select
 import signal
 import socket
 import stat
+import time
 from collections.abc import Callable, Sequence
+from types import FrameType
 from typing import Any, NoReturn
 
 from . import _enforcement, _landlock, _seccomp
@@ -55,6 +65,11 @@ INITIAL_SCRATCH_MIB = 1
 NOBODY = 65534
 NOFILE = 64
 FSIZE_BYTES = 64 * 1024 * 1024
+CPU_HARD_MARGIN_S = 1
+"""Hard RLIMIT_CPU minus soft: CPU seconds a program that ignores SIGXCPU gets extra."""
+EXIT_CPU_LIMIT = 128 + signal.SIGXCPU
+"""Exit status of a child whose SIGXCPU handler ran (the soft CPU limit was reached)."""
+_CPUCLOCK_PROF = 0
 _NS_FLAGS = (
     ("user", CLONE_NEWUSER),
     ("net", CLONE_NEWNET),
@@ -333,6 +348,7 @@ def _keep(child: int, sock: socket.socket, rlimits: bool, resize: Callable[[int]
     pidfd = os.pidfd_open(child)
     _send(sock, Hello(keeper_pid=os.getpid(), child_pid=child).to_line())
     buf = b""
+    soft_s = 0.0
     while True:
         watched: list[Any] = [sock, pidfd]
         ready, _, _ = select.select(watched, [], [])
@@ -346,12 +362,39 @@ def _keep(child: int, sock: socket.socket, rlimits: bool, resize: Callable[[int]
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
             ack = _apply_limits(child, line, rlimits)
+            soft_s = ack.cpu_limit_s
             _send(sock, dataclasses.replace(ack, scratch_error=_resize(resize, line)).to_line())
+    try:  # the exited child is a zombie until wait4: its CPU clock is still readable
+        clock_s = cpu_clock_s(child)
+    except OSError:
+        clock_s = 0.0
     _, status, usage = os.wait4(child, 0)
     _sweep()
-    cpu_ms = (usage.ru_utime + usage.ru_stime) * 1000.0
-    _send(sock, ExitReport(status=status, cpu_ms=cpu_ms, maxrss_kib=usage.ru_maxrss).to_line())
+    report = ExitReport(
+        status=status,
+        cpu_ms=(usage.ru_utime + usage.ru_stime) * 1000.0,
+        maxrss_kib=usage.ru_maxrss,
+        cpu_limit=died_of_cpu_limit(status, clock_s=clock_s, soft_s=soft_s),
+    )
+    _send(sock, report.to_line())
     return 0
+
+
+def cpu_clock_s(pid: int) -> float:
+    """CPU seconds of process ``pid`` on the clock the kernel checks RLIMIT_CPU against
+    (``CPUCLOCK_PROF``, user + system as the scheduler ticks count them)."""
+    return time.clock_gettime(((~pid) << 3) | _CPUCLOCK_PROF)
+
+
+def died_of_cpu_limit(status: int, *, clock_s: float, soft_s: float) -> bool:
+    """Whether a child with wait ``status`` died of its soft CPU limit ``soft_s``: its CPU
+    clock reached the limit, and it died the way only the limit makes it die here (the
+    SIGXCPU handler's exit, SIGXCPU itself outside a pid namespace, the hard SIGKILL)."""
+    if soft_s <= 0 or clock_s < soft_s:
+        return False
+    if os.WIFSIGNALED(status):
+        return os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_CPU_LIMIT
 
 
 def _apply_limits(child: int, line: bytes, rlimits: bool) -> LimitsAck:
@@ -359,18 +402,15 @@ def _apply_limits(child: int, line: bytes, rlimits: bool) -> LimitsAck:
         return LimitsAck(applied=False, error="rlimits off", cpu_limit_s=0)
     try:
         request = parse_limits_request(line)
-        with open(f"/proc/{child}/stat", encoding="ascii") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        used_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        cpu = math.ceil(used_s + request.cpu_seconds)
-        # soft == hard: the child is pid 1 of its namespace, and a namespace init ignores
-        # the soft limit's SIGXCPU; the hard limit's SIGKILL always lands.
-        resource.prlimit(child, resource.RLIMIT_CPU, (cpu, cpu))
+        soft = math.ceil(cpu_clock_s(child) + request.cpu_seconds)
+        # Soft below hard: SIGXCPU at the soft limit names the cause (the child handles
+        # it, which a namespace init must); SIGKILL at the hard one if it is ignored.
+        resource.prlimit(child, resource.RLIMIT_CPU, (soft, soft + CPU_HARD_MARGIN_S))
         as_bytes = (request.memory_mib + 1024) * 1024 * 1024
         resource.prlimit(child, resource.RLIMIT_AS, (as_bytes, as_bytes))
-    except (OSError, ValueError, IndexError, WorkerError) as exc:
+    except (OSError, ValueError, WorkerError) as exc:
         return LimitsAck(applied=False, error=str(exc), cpu_limit_s=0)
-    return LimitsAck(applied=True, error="", cpu_limit_s=cpu)
+    return LimitsAck(applied=True, error="", cpu_limit_s=soft)
 
 
 def _resize(resize: Callable[[int], str], line: bytes) -> str:
@@ -438,11 +478,19 @@ def _child_main(
         else:
             facts["seccomp_error"] = "seccomp off"
         enforcement = _enforcement.report(_enforcement.Facts(**facts))
+        if cfg["rlimits"]:
+            signal.signal(signal.SIGXCPU, _exit_at_cpu_limit)
         from ._child import serve
 
         serve(socket.socket(fileno=run_fd), enforcement)
     finally:
         os._exit(71)
+
+
+def _exit_at_cpu_limit(signum: int, frame: FrameType | None) -> NoReturn:
+    # Runs between bytecodes of the main thread; a program stuck in one long C call
+    # meets the hard limit's SIGKILL a CPU second later instead (same report).
+    os._exit(EXIT_CPU_LIMIT)
 
 
 def _isolate_fds(keep: int) -> None:

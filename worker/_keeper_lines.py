@@ -5,10 +5,13 @@ keeper -> host, in this order::
     hello   {"keeper": pid, "child": pid}      once, right after the keeper forked the child
             {"error": str}                      instead of hello: the zygote could not fork
     ack     {"applied": bool, "error": str, "cpu_limit_s": int, "scratch_error": str}
-                                                the answer to the limits request (0 if not applied;
-                                                scratch_error "" when the scratch quota was set)
-    exit    {"exit": wait status, "cpu_ms": float, "maxrss_kib": int}
-                                                last, once the child is gone and reaped
+                                                the answer to the limits request: the soft
+                                                RLIMIT_CPU (hard is one second more; 0 if
+                                                not applied); scratch_error "" when the
+                                                scratch quota was set
+    exit    {"exit": wait status, "cpu_ms": float, "maxrss_kib": int, "cpu_limit": bool}
+                                                last, once the child is gone and reaped;
+                                                cpu_limit: it died of its RLIMIT_CPU
 
 host -> keeper::
 
@@ -84,7 +87,7 @@ class LimitsAck(_Line):
     applied: bool
     error: str
     cpu_limit_s: float
-    """The RLIMIT_CPU applied (seconds of CPU the child may have used in total)."""
+    """The soft RLIMIT_CPU applied (seconds of CPU the child may have used in total)."""
     scratch_error: str = ""
     """Why the scratch quota was not set ("" when it was)."""
     WIRE = (
@@ -97,15 +100,20 @@ class LimitsAck(_Line):
 
 @dataclass(frozen=True, kw_only=True)
 class ExitReport(_Line):
-    """The child is gone: its wait status and rusage."""
+    """The child is gone: its wait status and rusage, and whether its CPU limit killed it."""
 
     status: int
     cpu_ms: float
     maxrss_kib: int
+    cpu_limit: bool = False
+    """The keeper's finding (not a rusage threshold): the kernel's RLIMIT_CPU clock had
+    passed the soft limit the keeper set, and the child died of SIGXCPU, SIGKILL or its
+    SIGXCPU handler's exit."""
     WIRE = (
         ("exit", "status", _INT),
         ("cpu_ms", "cpu_ms", _NUMBER),
         ("maxrss_kib", "maxrss_kib", _INT),
+        ("cpu_limit", "cpu_limit", _BOOL),
     )
 
 

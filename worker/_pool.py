@@ -21,6 +21,7 @@ import contextlib
 import functools
 import logging
 import os
+import secrets
 import shutil
 import socket
 import tempfile
@@ -114,6 +115,8 @@ class ChildPool:
         self._last_key: RunKey | None = None
         self._refilling = False
         self._counter = 0
+        # Unique per pool: two backends in one process must never share a run's cgroups.
+        self._tag = secrets.token_hex(4)
         self.closed = False
 
     @property
@@ -149,7 +152,7 @@ class ChildPool:
         Raises ``WorkerError`` (with nothing left behind: sockets, scratch dir, cgroups)
         when the host cannot provide what a child needs, e.g. file descriptors."""
         self._counter += 1
-        name = f"ptc-{os.getpid()}-{self._counter}"
+        name = f"ptc-{os.getpid()}-{self._tag}-{self._counter}"
         sockets: list[socket.socket] = []
         scratch = ""
         cgroups = RunCgroups()

@@ -296,16 +296,21 @@ class RunLoop:
         report = child.exit
         if report is None:
             return ("worker-exit", f"the child exited without an exit status{broken}")
+        if report.cpu_limit:
+            # The keeper's finding: the kernel's RLIMIT_CPU clock passed the soft limit and
+            # the child died of SIGXCPU (its handler), or of the hard limit's SIGKILL.
+            return ("cpu-limit", f"CPU time limit of {limits.cpu_seconds:g} s exceeded")
         status = report.status
         if os.WIFSIGNALED(status):
-            sig = os.WTERMSIG(status)
-            cpu_s = report.cpu_ms / 1000.0
-            # RLIMIT_CPU's SIGKILL: rusage ticks may read a little under the applied limit.
-            at_limit = child.cpu_limit_s > 0 and cpu_s >= 0.9 * child.cpu_limit_s
-            if sig == signal.SIGXCPU or (sig == signal.SIGKILL and at_limit):
-                return ("cpu-limit", f"CPU time limit of {limits.cpu_seconds:g} s exceeded")
-            return ("worker-exit", f"the child was killed by {signal.Signals(sig).name}")
+            return ("worker-exit", f"the child was killed by {_signal_name(os.WTERMSIG(status))}")
         return ("worker-exit", f"the child exited with status {os.waitstatus_to_exitcode(status)}")
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:  # a real-time signal, say
+        return f"signal {number}"
 
 
 def _to_anyio(deadline_monotonic: float) -> float:

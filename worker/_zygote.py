@@ -33,7 +33,7 @@ ALLOWED_MODULES: tuple[str, ...] = tuple(
         "decimal fractions heapq bisect textwrap"
     ).split()
 )
-"""What a restricted program may import (the same list as ``_child._restricted``'s)."""
+"""What a restricted program may import (the same list as ``_child._stdlib``'s)."""
 PRELOAD: tuple[str, ...] = (
     "worker._child",
     "worker._child._restricted",  # imported by the child only for the restricted profile

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import ptc
 from ptc import FrozenDict, FrozenList, NotJSONError
 from ptc._json import freeze, thaw
 
@@ -132,3 +133,32 @@ def test_thaw_returns_an_independent_mutable_copy() -> None:
     thawed: Any = thaw(freeze({"a": [1]}))
     thawed["a"].append(2)
     assert type(thawed) is dict and thawed == {"a": [1, 2]}
+
+
+def test_absurdly_deep_values_are_refused_clearly_not_with_a_recursion_error() -> None:
+    deep: Any = []
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(NotJSONError, match="nested deeper than 200 levels"):
+        freeze(deep)
+    ok: Any = 0
+    for _ in range(199):
+        ok = {"k": ok}
+    assert freeze(ok) == ok
+
+
+@pytest.mark.anyio
+async def test_a_deep_argument_is_invalid_args_not_an_exception() -> None:
+    runtime = ptc.ToolRuntime()
+
+    @runtime.tool
+    def echo(x: Any) -> Any:
+        """Echo."""
+        return x
+
+    deep: Any = 1
+    for _ in range(5000):
+        deep = [deep]
+    result = await runtime.root.call("echo", {"x": deep})
+    assert result.error is not None and result.error.code == "INVALID_ARGS"
+    assert "nested deeper than 200 levels" in result.error.message

@@ -207,3 +207,12 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+async def test_two_backends_in_one_process_each_get_their_own_cgroups() -> None:
+    # A host with two runtimes (say, one per tenant) must not lose containment in either.
+    async with SubprocessBackend() as first, SubprocessBackend() as second:
+        outcomes = [await run(b, "return 1") for b in (first, second, first, second)]
+    for out in outcomes:
+        assert out.ok, out.detail
+        assert all(e.level == "full" for e in out.enforcement.values()), out.enforcement_json()

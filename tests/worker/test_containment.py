@@ -101,7 +101,8 @@ async def test_per_run_rlimits_reach_a_pooled_child() -> None:
     async with SubprocessBackend() as b:
         out = await run(b, code, Limits(wall_seconds=3, cpu_seconds=2.5, memory_mib=300))
     cpu, as_, nofile, core, fsize = out.value
-    assert cpu[0] == cpu[1] == 3
+    # soft below hard: SIGXCPU at the soft limit names the cause (the child handles it)
+    assert cpu == [3, 3 + _containment.CPU_HARD_MARGIN_S]
     assert as_ == [(300 + 1024) << 20] * 2
     assert nofile == [64, 64] and core == [0, 0] and fsize == [64 << 20] * 2
 
@@ -206,3 +207,56 @@ def test_as_an_unprivileged_user_runs_degrade_or_fail_closed() -> None:
         # and the run fails closed with a reason instead of hanging
         assert run_facts["kind"] == "worker-exit"
         assert "could not start the zygote" in run_facts["detail"]
+
+
+@pytest.mark.anyio
+async def test_the_child_handles_sigxcpu_and_only_its_own_exit_names_the_cpu_limit() -> None:
+    code = "import signal\nreturn signal.getsignal(signal.SIGXCPU).__name__"
+    async with SubprocessBackend() as b:
+        assert (await run(b, code)).value == "_exit_at_cpu_limit"
+
+
+SIGKILL_STATUS = 9  # wait status of a process killed by SIGKILL
+SIGXCPU_STATUS = 24
+HANDLER_EXIT_STATUS = _containment.EXIT_CPU_LIMIT << 8
+
+
+@pytest.mark.parametrize(
+    ("status", "clock_s", "soft_s", "expected"),
+    [
+        (HANDLER_EXIT_STATUS, 2.004, 2, True),  # the SIGXCPU handler's exit
+        (SIGKILL_STATUS, 3.004, 2, True),  # SIGXCPU ignored: the hard limit's SIGKILL
+        (SIGXCPU_STATUS, 2.004, 2, True),  # no pid namespace, no handler: SIGXCPU kills
+        (HANDLER_EXIT_STATUS, 1.5, 2, False),  # the exit code forged before the limit
+        (SIGKILL_STATUS, 1.99, 2, False),  # killed by something else before the limit
+        (SIGKILL_STATUS, 9.0, 0, False),  # no CPU limit was applied
+        (0, 2.5, 2, False),  # exited normally after the limit (SIGXCPU handled elsewhere)
+        (1 << 8, 2.5, 2, False),  # any other exit status
+        (11, 2.5, 2, False),  # SIGSEGV
+    ],
+)
+def test_died_of_cpu_limit_needs_the_kernel_clock_and_a_limit_death(
+    status: int, clock_s: float, soft_s: float, expected: bool
+) -> None:
+    assert _containment.died_of_cpu_limit(status, clock_s=clock_s, soft_s=soft_s) is expected
+
+
+def test_the_cpu_clock_is_the_one_rlimit_cpu_counts() -> None:
+    """The keeper's clock (CPUCLOCK_PROF) of a child the hard RLIMIT_CPU killed reads at
+    least the limit, also while the child is a zombie; rusage (precise run time) may
+    read less, which is why it is not the evidence."""
+    import select
+    import subprocess
+
+    busy = "import resource\nresource.setrlimit(resource.RLIMIT_CPU, (1, 1))\nwhile True: pass"
+    proc = subprocess.Popen([sys.executable, "-I", "-c", busy])
+    pidfd = os.pidfd_open(proc.pid)
+    try:
+        select.select([pidfd], [], [], 30)
+        clock_s = _containment.cpu_clock_s(proc.pid)
+    finally:
+        os.close(pidfd)
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -9
+    assert clock_s >= 1.0

@@ -26,6 +26,7 @@ FROM_KEEPER: list[KeeperLine] = [
     LimitsAck(applied=True, error="", cpu_limit_s=31),
     LimitsAck(applied=False, error="rlimits off", cpu_limit_s=0),
     ExitReport(status=9, cpu_ms=12.5, maxrss_kib=20_000),
+    ExitReport(status=9, cpu_ms=1950.0, maxrss_kib=20_000, cpu_limit=True),
 ]
 
 
@@ -39,7 +40,7 @@ def test_keeper_lines_round_trip(line: KeeperLine) -> None:
 def test_the_wire_keys_are_the_documented_ones() -> None:
     assert Hello(keeper_pid=1, child_pid=2).to_line() == b'{"keeper":1,"child":2}\n'
     assert ExitReport(status=0, cpu_ms=1.0, maxrss_kib=3).to_line() == (
-        b'{"exit":0,"cpu_ms":1.0,"maxrss_kib":3}\n'
+        b'{"exit":0,"cpu_ms":1.0,"maxrss_kib":3,"cpu_limit":false}\n'
     )
 
 
@@ -58,7 +59,9 @@ def test_the_limits_request_round_trips() -> None:
         (b'{"keeper": 1, "child": 2, "x": 3}', "unknown fields"),
         (b'{"keeper": "1", "child": 2}', "'keeper' has the wrong type"),
         (b'{"keeper": true, "child": 2}', "'keeper' has the wrong type"),
-        (b'{"exit": 0, "cpu_ms": "1", "maxrss_kib": 3}', "'cpu_ms'"),
+        (b'{"exit": 0, "cpu_ms": "1", "maxrss_kib": 3, "cpu_limit": false}', "'cpu_ms'"),
+        (b'{"exit": 9, "cpu_ms": 1, "maxrss_kib": 3, "cpu_limit": 1}', "'cpu_limit'"),
+        (b'{"exit": 9, "cpu_ms": 1, "maxrss_kib": 3}', "unknown fields"),
         (b'{"applied": 1, "error": "", "cpu_limit_s": 1}', "'applied'"),
         (b'{"error": null}', "'error'"),
     ],

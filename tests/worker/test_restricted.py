@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import json
 import textwrap
+import types
+from collections.abc import Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from RestrictedPython.transformer import INSPECT_ATTRIBUTES
 
+from worker._child._guards import PolicyViolation, VettedModule, guarded_getattr
 from worker._child._outcome import ProgramResult
 from worker._child._program import run_program
 from worker._child._restricted import ALLOWED_MODULES
@@ -106,6 +112,119 @@ def test_a_typical_50_line_program_works() -> None:
         "any_big": True,
     }
     assert out == "skus: 2\nmean qty: 2\n"
+
+
+# Every allowed module the way a data-processing program uses it, including the
+# replaced functools.wraps/total_ordering, decimal contexts and datetime.strftime (which
+# imports `time` from C through the program's __import__).
+DATA_PIPELINE = r"""
+import json, re, math, statistics, datetime, random, string, textwrap
+import itertools, functools, heapq, bisect
+from collections import Counter, defaultdict, deque, OrderedDict, namedtuple
+from decimal import Decimal, ROUND_HALF_UP, localcontext
+from fractions import Fraction
+
+Row = namedtuple("Row", ["day", "region", "sku", "qty", "price"])
+raw = json.loads('{"rows": ["2024-03-01,north,a-1,3,2.50", "2024-03-01,south,b-2,1,10.00",'
+                 ' "2024-03-02,north,a-1,2,2.50", "2024-03-03,south,c-3,5,1.25",'
+                 ' "2024-03-03,north,b-2,4,10.00"]}')
+rows = []
+for line in raw["rows"]:
+    day, region, sku, qty, price = line.split(",")
+    if not re.fullmatch(r"[a-z]-\d", sku):
+        continue
+    rows.append(Row(datetime.date.fromisoformat(day), region, sku, int(qty), Decimal(price)))
+
+def logged(fn):
+    @functools.wraps(fn)
+    def inner(*args):
+        print("calling", len(args))
+        return fn(*args)
+    return inner
+
+@logged
+def revenue(row):
+    return (row.qty * row.price).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+
+@functools.lru_cache(maxsize=None)
+def weekday_name(day):
+    return day.strftime("%A")
+
+@functools.total_ordering
+class Score:
+    def __init__(self, name, value):
+        self.name = name
+        self.value = value
+    def __eq__(self, other):
+        return self.value == other.value
+    def __lt__(self, other):
+        return self.value < other.value
+
+by_region = defaultdict(list)
+for row in sorted(rows, key=lambda r: (r.region, r.day)):
+    by_region[row.region].append(row)
+totals = OrderedDict((region, sum(revenue(r) for r in rs)) for region, rs in by_region.items())
+by_day = itertools.groupby(sorted(rows, key=lambda r: r.day), key=lambda r: r.day)
+per_day = {str(day): sum(r.qty for r in group) for day, group in by_day}
+sku_counts = Counter(r.sku for r in rows)
+recent = deque(maxlen=2)
+for r in rows:
+    recent.append(r.sku)
+qtys = [r.qty for r in rows]
+cut = sorted(qtys)
+random.seed(7)
+sample = random.sample(sorted(sku_counts), 2)
+with localcontext() as ctx:
+    ctx.prec = 6
+    share = Decimal(1) / Decimal(3)
+best = max(Score(k, v) for k, v in totals.items())
+note = string.Template("$n rows, best $b").substitute(n=len(rows), b=best.name)
+return {
+    "totals": {k: str(v) for k, v in totals.items()},
+    "per_day": per_day,
+    "top": [list(kv) for kv in heapq.nlargest(2, sku_counts.items(), key=lambda kv: kv[::-1])],
+    "rank_of_3": bisect.bisect_left(cut, 3),
+    "recent": list(recent),
+    "mean": statistics.mean(qtys),
+    "stdev": round(statistics.stdev(qtys), 3),
+    "hyp": math.hypot(3, 4),
+    "fraction": str(Fraction(3, 4) + Fraction(1, 4)),
+    "share": str(share),
+    "product": functools.reduce(lambda a, b: a * b, qtys, 1),
+    "pairs": len(list(itertools.combinations(sku_counts, 2))),
+    "weekday": weekday_name(rows[0].day),
+    "sample": len(sample),
+    "note": textwrap.shorten(note, width=40),
+    "upper": string.ascii_uppercase[:3],
+}
+"""
+
+DATA_PIPELINE_RESULT = {
+    "totals": {"north": "52.50", "south": "16.25"},
+    "per_day": {"2024-03-01": 4, "2024-03-02": 2, "2024-03-03": 9},
+    "top": [["b-2", 2], ["a-1", 2]],
+    "rank_of_3": 2,
+    "recent": ["c-3", "b-2"],
+    "mean": 3,
+    "stdev": 1.581,
+    "hyp": 5.0,
+    "fraction": "1",
+    "share": "0.333333",
+    "product": 120,
+    "pairs": 3,
+    "weekday": "Friday",
+    "sample": 2,
+    "note": "5 rows, best north",
+    "upper": "ABC",
+}
+
+
+def test_a_realistic_data_pipeline_over_every_allowed_module_works() -> None:
+    assert len(DATA_PIPELINE.strip().splitlines()) >= 50
+    result, out = run(DATA_PIPELINE)
+    assert result.ok, result.detail
+    assert result.value == DATA_PIPELINE_RESULT
+    assert out == "calling 1\n" * 5
 
 
 def test_print_inside_functions_reaches_the_shared_output() -> None:
@@ -259,3 +378,118 @@ def test_program_classes_are_writable_other_objects_not() -> None:
 
 def test_syntax_errors_stay_syntax() -> None:
     assert run("x = (")[0].kind == "syntax"
+
+
+@pytest.mark.parametrize(
+    "handler",
+    ["except BaseException:\n    pass", "except:\n    pass", "finally:\n    return 'swallowed'"],
+)
+@pytest.mark.parametrize(
+    "payload",
+    [
+        "getattr((), '__class__')",
+        "import os",
+        "import functools\nfunctools.singledispatch",
+        "int.mro()",
+        "'{}'.format(1)",
+    ],
+)
+def test_a_caught_violation_still_ends_the_run_as_policy(payload: str, handler: str) -> None:
+    code = "try:\n" + textwrap.indent(payload, "    ") + "\n" + handler + "\nprint('after')\n"
+    result, out = run(code + "return 'carried on'")
+    assert (result.ok, result.kind) == (False, "policy"), result
+    assert result.value is None
+
+
+def test_the_first_violation_is_the_one_reported() -> None:
+    code = (
+        "for name in ['__class__', '__dict__']:\n"
+        "    try:\n        getattr((), name)\n    except BaseException:\n        pass\n"
+        "return 1"
+    )
+    result, _ = run(code)
+    assert result.kind == "policy" and "'__class__'" in result.detail
+
+
+def test_violations_are_recorded_per_run() -> None:
+    assert run("try:\n    int.mro()\nexcept BaseException:\n    pass\nreturn 1")[0].kind == "policy"
+    assert run("return 2")[0].value == 2
+
+
+def test_c_code_may_import_time_and_strptime_but_the_program_may_not() -> None:
+    ok, _ = run("import datetime\nreturn datetime.date(2024, 3, 1).strftime('%A %j')")
+    assert ok.value == "Friday 061"
+    for code in ("import time", "from time import sleep", "import _strptime"):
+        assert run(code)[0].kind == "policy", code
+
+
+def test_decimal_contexts_are_writable_other_library_objects_not() -> None:
+    ok, _ = run(
+        "import decimal\nctx = decimal.Context()\nctx.prec = 3\n"
+        "return str(ctx.divide(decimal.Decimal(1), decimal.Decimal(3)))"
+    )
+    assert ok.value == "0.333"
+    blocked, _ = run("import textwrap\nw = textwrap.TextWrapper()\nw.width = 3")
+    assert blocked.kind == "policy"
+
+
+def test_functools_replacements_keep_decorators_working() -> None:
+    code = """
+    import functools
+    def deco(fn):
+        @functools.wraps(fn)
+        def inner(x):
+            return fn(x) + 1
+        return inner
+    @deco
+    def double(x):
+        "Doubles."
+        return 2 * x
+    @functools.total_ordering
+    class V:
+        def __init__(self, v):
+            self.v = v
+        def __lt__(self, other):
+            return self.v < other.v
+        def __eq__(self, other):
+            return self.v == other.v
+    return [double(3), V(1) <= V(2), V(3) >= V(2)]
+    """
+    result, _ = run(code)
+    assert result.value == [7, True, True], result.detail
+
+
+def _samples() -> list[object]:
+    from worker._child._stdlib import ALLOWED_MODULES, vetted_module
+
+    def gen() -> Iterator[int]:
+        yield 1
+
+    views: list[object] = [vetted_module(m) for m in sorted(ALLOWED_MODULES)]
+    values: list[object] = [(), 1, "s", [], {}, len, int, str, gen(), ValueError("x")]
+    return views + values + [getattr(v, n) for v in views for n in sorted(vars(v))[:8]]
+
+
+SAMPLES = _samples()
+NAMES = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(sorted(INSPECT_ATTRIBUTES | {"mro", "register", "obj", "format"})),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(obj=st.sampled_from(SAMPLES), name=NAMES)
+def test_a_guarded_read_never_yields_a_module_frame_or_code(obj: object, name: str) -> None:
+    try:
+        value = guarded_getattr(obj, name)
+    except (PolicyViolation, AttributeError):
+        return
+    assert not name.startswith("_") and name not in INSPECT_ATTRIBUTES
+    assert not isinstance(value, types.FrameType | types.CodeType | types.TracebackType)
+    assert not isinstance(value, types.ModuleType) or isinstance(value, VettedModule)
+
+
+@given(obj=st.sampled_from(SAMPLES), name=st.text(max_size=12).map(lambda t: "_" + t))
+def test_underscore_names_are_refused_on_everything(obj: object, name: str) -> None:
+    with pytest.raises(PolicyViolation):
+        guarded_getattr(obj, name)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import builtins
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import CodeType, TracebackType
 from typing import Any
 
@@ -38,22 +38,28 @@ def run_program(
     ``print_fn`` replaces ``print`` in the python profile (the in-process fake needs it;
     the child captures ``sys.stdout`` instead); ``write`` is the restricted profile's
     shared print sink. ``stopped`` reports a stop recorded by a limit while the program
-    ran (it wins even if the program swallowed the exception).
+    ran; it, and then the first policy violation of a restricted program, win even if
+    the program swallowed the exception.
     """
     compiled = compile_program(code, profile=profile)
     if isinstance(compiled, CompileFailure):
         return ProgramResult.failure(compiled.kind, compiled.detail)
+    violations: Sequence[ProgramStop] = ()
     if profile == "restricted":
-        from ._restricted import restricted_globals
+        from ._restricted import recording_violations, restricted_globals
 
         sink = write if write is not None else (lambda text: print(text, end=""))
         env = restricted_globals(names=names, write=sink)
+        with recording_violations() as record:
+            result = _call(compiled, env, code)
+        violations = record
     else:
         env = {"__builtins__": builtins, "__name__": "__main__", **names}
         if print_fn is not None:
             env["print"] = print_fn
-    result = _call(compiled, env, code)
-    stop = stopped()
+        result = _call(compiled, env, code)
+    # A limit's stop, then a guard's violation, win even if the program swallowed them.
+    stop = stopped() or (violations[0] if violations else None)
     if stop is not None:
         return ProgramResult.failure(stop.kind, stop.detail)
     if result.ok:
