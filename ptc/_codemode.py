@@ -111,7 +111,9 @@ class CodeMode:
         self._containment = containment
         self._backend = backend
         self._owns_backend = False
-        self._builder = SdkBuilder(sdkgen.SdkGenerator(default_cache_dir()), sdk_header)
+        self._builder = SdkBuilder(
+            sdkgen.SdkGenerator(default_cache_dir(), out_of_process=True), sdk_header
+        )
         # key -> (the definitions the key was made from, run_code): holding the
         # definitions keeps their ids from being reused while the entry lives.
         self._tools: OrderedDict[tuple[Any, ...], tuple[tuple[ToolDefinition, ...], ToolDefinition]]
@@ -224,7 +226,7 @@ class CodeMode:
         self._closed = True
         for run in list(self._runs):
             run.abort("the runtime closed during the run")
-        self._builder.close()
+        await anyio.to_thread.run_sync(self._builder.close)  # stops the generation helper
         backend, self._backend = self._backend, None
         if backend is not None and self._owns_backend:
             await backend.aclose()

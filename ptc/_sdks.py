@@ -153,6 +153,7 @@ class SdkBuilder:
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
+        self._generator.close()  # the fragment helper process, if it was started
 
     def _run(
         self, future: Future[sdkgen.Sdk], definitions: tuple[ToolDefinition, ...], profile: Profile

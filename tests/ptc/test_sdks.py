@@ -46,8 +46,8 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> Iterator[Builds]:
     original_init = sdkgen.SdkGenerator.__init__
     original = sdkgen.SdkGenerator.generate
 
-    def init(self: sdkgen.SdkGenerator, cache_dir: Path | None = None) -> None:
-        original_init(self, cache_dir)
+    def init(self: sdkgen.SdkGenerator, cache_dir: Path | None = None, **options: Any) -> None:
+        original_init(self, cache_dir, **options)
         record.generators.append(self)
 
     def generate(

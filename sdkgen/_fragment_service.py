@@ -1,0 +1,176 @@
+"""SDK generation in a process of its own, for a cold cache.
+
+datamodel-code-generator holds the GIL for long stretches (its import builds many pydantic
+models; each generation parses and formats source), and so does assembling and rendering
+a large SDK: in a thread of the host either stalls the host's event loop for tens of
+milliseconds. :class:`FragmentProcess` runs a whole generation in a helper process
+instead: one JSON line per request on the helper's stdin (the specs and the header), one
+JSON line back with the SDK (stub, worker module, bindings). The helper keeps its own
+fragment cache and writes the disk cache the host reads, so a later (or restarted) host
+assembles from warm fragments itself. The helper lives until :meth:`FragmentProcess.close`
+or until its stdin closes (the host went away).
+
+Started as ``<python> -I -c <boot> <root> [<cache dir>]`` with an empty environment;
+``<root>`` is the directory holding ``sdkgen`` (for an uninstalled checkout; an installed
+package wins).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from ._types import ParamBinding, Sdk, ToolBinding, ToolSpec
+
+__all__ = ("FragmentProcess",)
+
+logger = logging.getLogger("sdkgen")
+
+_BOOT: Final = (
+    "import sys; sys.path.append(sys.argv[1]); "
+    "from sdkgen._fragment_server import serve; serve(sys.argv[2] if len(sys.argv) > 2 else None)"
+)
+MAX_LINE: Final = 256 * 1024 * 1024
+
+
+def _sdk_from(data: object) -> Sdk | None:
+    if type(data) is not dict or not all(
+        type(data.get(k)) is str for k in ("stub", "module", "digest")
+    ):
+        return None
+    try:
+        tools = tuple(
+            ToolBinding(
+                name=t["name"],
+                ident=t["ident"],
+                params=tuple(ParamBinding(**p) for p in t["params"]),
+                extra=bool(t["extra"]),
+            )
+            for t in data["tools"]
+        )
+        sdk = Sdk(stub=data["stub"], module=data["module"], digest=data["digest"], tools=tools)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return sdk
+
+
+class FragmentProcess:
+    """The host's handle on the helper process (thread-safe; one request at a time)."""
+
+    def __init__(self, cache_dir: str | None = None) -> None:
+        self._cache_dir = cache_dir
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._closed = False
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+
+    def generate(self, specs: Sequence[ToolSpec], header: str) -> Sdk | None:
+        """The SDK of ``specs``, or ``None`` when the helper could not make it (it is then
+        restarted on the next call; the caller generates in-process)."""
+        payload = {
+            "specs": [
+                {
+                    "name": spec.name,
+                    "description": spec.description,
+                    "input_schema": _plain(spec.input_schema),
+                    "output_schema": _plain(spec.output_schema),
+                }
+                for spec in specs
+            ],
+            "header": header,
+        }
+        with self._lock:
+            if self._closed:
+                return None
+            try:
+                process = self._started()
+                assert process.stdin is not None and process.stdout is not None
+                process.stdin.write(json.dumps(payload).encode() + b"\n")
+                process.stdin.flush()
+                line = process.stdout.readline(MAX_LINE)
+                reply = json.loads(line) if line else None
+            except (OSError, ValueError) as exc:
+                logger.warning("the SDK fragment helper failed (%s); generating in-process", exc)
+                self._stop()
+                return None
+        if type(reply) is not dict or reply.get("ok") is not True:
+            why = reply.get("error") if isinstance(reply, dict) else "it exited"
+            logger.warning("the SDK fragment helper could not generate (%s)", why)
+            if reply is None:
+                self._stop()
+            return None
+        sdk = _sdk_from(reply.get("sdk"))
+        if sdk is None:
+            logger.warning("the SDK fragment helper sent a malformed SDK; ignored")
+        return sdk
+
+    @property
+    def running(self) -> bool:
+        process = self._process
+        return process is not None and process.poll() is None
+
+    def close(self) -> None:
+        """Stop the helper (closing its stdin; killed if it lingers). Idempotent."""
+        with self._lock:
+            self._closed = True
+            self._stop()
+
+    def _started(self) -> subprocess.Popen[bytes]:
+        process = self._process
+        if process is not None and process.poll() is None:
+            return process
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        argv = [os.path.abspath(sys.executable), "-I", "-c", _BOOT, root]
+        if self._cache_dir is not None:
+            argv.append(self._cache_dir)
+        process = self._process = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={},
+            close_fds=True,
+        )
+        # A host that never closes its generator (or runtime) still leaves nothing behind.
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _reap, process)
+        return process
+
+    def _stop(self) -> None:
+        process, self._process = self._process, None
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        if process is not None:
+            _reap(process)
+
+
+def _reap(process: subprocess.Popen[bytes]) -> None:
+    """End the helper: EOF on its stdin (it exits), killed if it lingers; pipes closed."""
+    try:
+        if process.stdin is not None:
+            process.stdin.close()
+        process.wait(timeout=2)
+    except (OSError, subprocess.TimeoutExpired):
+        process.kill()
+        process.wait()
+    finally:
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def _plain(value: object) -> Any:
+    """A JSON copy of a (possibly read-only or mapping-typed) schema."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value

@@ -1,0 +1,118 @@
+"""SDK generation in a helper process: the same SDK, byte for byte; the host never runs
+datamodel-code-generator itself; a helper that fails is replaced by in-process generation;
+closing stops it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sdkgen
+from sdkgen._fragment_service import FragmentProcess
+
+from .cases import all_specs as specs_of_every_case
+
+
+def test_the_helper_makes_the_same_sdk_byte_for_byte(tmp_path: Path) -> None:
+    specs = specs_of_every_case()
+    here = sdkgen.SdkGenerator().generate(specs, header="h")
+    remote = sdkgen.SdkGenerator(tmp_path, out_of_process=True)
+    try:
+        there = remote.generate(specs, header="h")
+        assert remote_helper_running(remote)
+    finally:
+        remote.close()
+    assert there == here
+    assert any(tmp_path.iterdir()), "the helper wrote the fragments to the disk cache"
+
+
+def remote_helper_running(generator: sdkgen.SdkGenerator) -> bool:
+    helper = generator._helper  # noqa: SLF001 - the test inspects its own fixture
+    return helper is not None and helper.running
+
+
+def test_a_warm_small_sdk_is_assembled_without_starting_the_helper(tmp_path: Path) -> None:
+    specs = specs_of_every_case()[:3]
+    sdkgen.SdkGenerator(tmp_path).generate(specs)  # warms the disk cache
+    generator = sdkgen.SdkGenerator(tmp_path, out_of_process=True)
+    try:
+        generator.generate(specs)
+        assert not remote_helper_running(generator)
+    finally:
+        generator.close()
+
+
+def test_the_host_process_never_imports_the_type_generator(tmp_path: Path) -> None:
+    code = (
+        "import sys, pathlib, sdkgen\n"
+        "g = sdkgen.SdkGenerator(pathlib.Path(sys.argv[1]), out_of_process=True)\n"
+        "spec = sdkgen.ToolSpec(name='t', input_schema={'type': 'object', 'properties':"
+        " {'a': {'type': 'integer'}}}, output_schema={'type': 'string'})\n"
+        "sdk = g.generate([spec])\n"
+        "g.close()\n"
+        "print('def t(' in sdk.stub, 'datamodel_code_generator' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["True", "False"]
+
+
+def test_a_failing_helper_falls_back_to_in_process_generation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-such-python"))
+    generator = sdkgen.SdkGenerator(None, out_of_process=True)
+    spec = sdkgen.ToolSpec(name="t", input_schema={"type": "object"})
+    assert "def t(" in generator.generate([spec]).stub
+    generator.close()
+
+
+class Liar(FragmentProcess):
+    """A helper that answers with a reply that says ok but carries no SDK."""
+
+    def _started(self) -> subprocess.Popen[bytes]:
+        if self._process is None:
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", "import sys; sys.stdin.readline(); print('{\"ok\": 1}')"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+            )
+        return self._process
+
+
+def test_a_malformed_reply_is_refused() -> None:
+    helper = Liar()
+    assert helper.generate([sdkgen.ToolSpec(name="t")], "") is None
+    helper.close()
+
+
+def running(helper: FragmentProcess) -> bool:
+    return helper.running
+
+
+def test_close_stops_the_helper_and_is_final(tmp_path: Path) -> None:
+    generator = sdkgen.SdkGenerator(tmp_path, out_of_process=True)
+    generator.generate(specs_of_every_case())
+    helper = generator._helper  # noqa: SLF001
+    assert helper is not None and helper.running
+    generator.close()
+    assert not running(helper)
+    assert "def " in generator.generate(specs_of_every_case()[:1]).stub  # in-process now
+
+
+def test_a_generator_dropped_without_close_leaves_no_process(tmp_path: Path) -> None:
+    import gc
+
+    generator = sdkgen.SdkGenerator(tmp_path, out_of_process=True)
+    generator.generate(specs_of_every_case())
+    helper = generator._helper  # noqa: SLF001
+    assert helper is not None
+    process = helper._process  # noqa: SLF001
+    assert process is not None and process.poll() is None
+    del generator, helper
+    gc.collect()
+    assert process.returncode is not None  # reaped by the finalizer, pipes closed
