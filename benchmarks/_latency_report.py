@@ -120,7 +120,7 @@ def render(samples: dict[str, list[float]], facts: dict[str, Any]) -> tuple[str,
                                      [[k, v] for k, v in stalls.items() if not k.endswith("_ms")]),
                f"\n200 tools registered one by one: {stalls['register_one_by_one_ms']:,.1f} ms "
                f"to prepared; at once: {stalls['register_at_once_ms']:,.1f} ms.\n"]
-    md += ["\n## Performance targets (DESIGN section 8)\n",
+    md += ["\n## Performance targets\n",
            _stats.markdown_table(["Target", "Measured", "Limit", "Verdict", "Note"], targets)]
     pss = facts.get("idle_pss_kib", [])
     if pss:
