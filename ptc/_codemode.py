@@ -20,7 +20,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, NoReturn
+from typing import Any
 
 import anyio
 import anyio.from_thread
@@ -52,8 +52,8 @@ from ._prompt import (
     sdk_header,
 )
 from ._results import ContentBlock, ToolResult
-from ._run import ProgramRun, Replay, RunSuspended, failure_message
-from ._scopes import Scope, subtree
+from ._run import ProgramRun, Replay, RunSuspended, fail_run
+from ._scopes import Scope, lineage, subtree
 from ._sdks import SdkBuilder, default_cache_dir
 from ._suspensions import Suspension, SuspensionStore, new_token
 from ._tools import Output, ToolContext, ToolDefinition, ToolExecution, define_tool
@@ -160,7 +160,9 @@ class CodeMode:
                 with anyio.move_on_after(limits.wall_seconds):
                     built = await self._builder.build_async(definitions, profile)
                 if built is None:
-                    _fail("timeout", _timeout_detail(limits, "while the SDK was being generated"))
+                    fail_run(
+                        "timeout", _timeout_detail(limits, "while the SDK was being generated")
+                    )
                 return await self._execute(built, profile, limits, arguments, context, started)
 
             stub = _PENDING_STUB
@@ -247,12 +249,8 @@ class CodeMode:
     def _code_mode_in_use(self, scope: Scope) -> bool:
         if self._default_mode != "native":
             return True
-        chain: list[Scope] = []
-        current: Scope | None = scope
-        while current is not None:
-            chain.append(current)
-            current = current.parent
-        return any(s.declared_mode not in (None, "native") for s in chain + subtree(scope))
+        related = (*lineage(scope), *subtree(scope))
+        return any(s.declared_mode not in (None, "native") for s in related)
 
     def _debounce(self, token: anyio.lowlevel.EventLoopToken) -> None:
         started = time.monotonic()
@@ -310,12 +308,12 @@ class CodeMode:
                 )
             if wall.cancelled_caught:
                 detail = _timeout_detail(limits, "during pre-flight (checking the program)")
-                _fail("timeout", detail)
+                fail_run("timeout", detail)
         timing_mark("preflight")
         if problem is not None:
-            _fail(problem.kind, problem.detail)
+            fail_run(problem.kind, problem.detail)
         if self._closed:
-            _fail("abort", "the runtime is closed")
+            fail_run("abort", "the runtime is closed")
         replay = _REPLAY.get()
         _REPLAY.set(None)  # consumed: a nested run_code elsewhere starts afresh
         if replay is not None and replay[0] != code:
@@ -407,17 +405,12 @@ class CodeMode:
             _REPLAY.reset(reset)
 
 
-def _fail(kind: str, detail: str) -> NoReturn:
-    meta: dict[str, JSON] = {"failure": {"kind": kind, "detail": detail}}
-    raise BodyFailure("CODE_RUN_FAILED", failure_message(kind, detail, ""), meta)
-
-
 def _check_size(arguments: FrozenDict) -> None:
     """The program size limit, checked before anything else looks at the program."""
     code = arguments.get("code")
     problem = program_size_problem(code) if isinstance(code, str) else None
     if problem is not None:
-        _fail("preflight", problem)
+        fail_run("preflight", problem)
 
 
 def _timeout_detail(limits: Limits, when: str) -> str:

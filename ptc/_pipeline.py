@@ -32,15 +32,21 @@ from ._events import (
     run_waterfall,
 )
 from ._json import EMPTY, JSON, FrozenDict, freeze
-from ._policy import Guard, Refusal, decide, post_execute, refusal_result
+from ._policy import ABORTED_BEFORE_DISPATCH, Guard, Refusal, decide, post_execute, refusal_result
 from ._results import ErrorCode, ToolResult, error_result
 from ._signals import CancelSignal
 from ._tools import RESERVED_NAME, ExecutionToken, ScopeRef, ToolDefinition, ToolExecution
 
-__all__ = ("Call", "CallSite", "Unstarted", "new_call_id")
+__all__ = ("Call", "CallSite", "Unstarted", "aborted_before_dispatch", "new_call_id")
 
 _ids = itertools.count(1)
 _prefix = os.urandom(4).hex()
+
+
+def aborted_before_dispatch(call_id: str, name: str) -> ToolResult:
+    """The result of a call that never began (not emitted: nothing of it ran)."""
+    refusal = ABORTED_BEFORE_DISPATCH
+    return error_result(call_id, name, refusal.code, refusal.message)
 
 
 def new_call_id() -> str:
@@ -128,7 +134,7 @@ class Call:
             call.end("UNKNOWN_TOOL", f"`{RESERVED_NAME}` cannot be called from inside a program")
         elif parent is None and name != RESERVED_NAME and site.collapse:
             if signal is not None and signal.cancelled:
-                call.end("ABORTED_BEFORE_DISPATCH", "tool call aborted before dispatch")
+                call.end(ABORTED_BEFORE_DISPATCH.code, ABORTED_BEFORE_DISPATCH.message)
             else:
                 call.end(
                     "UNKNOWN_TOOL",
@@ -207,12 +213,7 @@ class Call:
                         if not self.final:
                             await self._post_execute()
                 except Unstarted:
-                    return error_result(
-                        self.execution.call_id,
-                        self.execution.name,
-                        "ABORTED_BEFORE_DISPATCH",
-                        "tool call aborted before dispatch",
-                    )
+                    return aborted_before_dispatch(self.execution.call_id, self.execution.name)
         finally:
             if prepared is not None:
                 prepared()

@@ -35,8 +35,9 @@ def check_program(code: str, sdk: Sdk, profile: str) -> PreflightError | None:
     problem = _check_tool_uses(tree, sdk)
     if problem is not None:
         return PreflightError(kind="preflight", detail=problem)
-    # What only compiling finds: `break` outside a loop, say, or the restricted policy.
-    compiled = compile_program(code, profile=profile)
+    # What only compiling finds: `break` outside a loop, say, or the restricted policy
+    # (last: the policy rewrites the tree).
+    compiled = compile_program(code, profile=profile, tree=tree)
     if isinstance(compiled, CompileFailure):
         return PreflightError(kind=compiled.kind, detail=compiled.detail)
     return None

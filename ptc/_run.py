@@ -24,6 +24,7 @@ run live, and any difference ends the run as ``replay-diverged``.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -47,7 +48,14 @@ from ._signals import CancelSignal, fuse, on_cancel
 from ._suspensions import PendingApproval, RecordedCall
 from ._tools import ToolExecution
 
-__all__ = ("DRAIN_GRACE_S", "ProgramRun", "Replay", "RunSuspended", "failure_message")
+__all__ = (
+    "DRAIN_GRACE_S",
+    "ProgramRun",
+    "Replay",
+    "RunSuspended",
+    "fail_run",
+    "failure_message",
+)
 
 DRAIN_GRACE_S = 0.02
 """How long cancelled nested calls get to stop before they are abandoned (within the
@@ -57,6 +65,15 @@ DRAIN_GRACE_S = 0.02
 def failure_message(kind: str, detail: str, output: str) -> str:
     """``code run failed (<kind>): <detail>`` followed by the captured output."""
     return f"code run failed ({kind}): {detail}\nCaptured output:\n{output}"
+
+
+def fail_run(
+    kind: str, detail: str, output: str = "", meta: dict[str, JSON] | None = None
+) -> NoReturn:
+    """End ``run_code`` as ``CODE_RUN_FAILED`` of ``kind``; ``meta["failure"]`` says so."""
+    meta = {} if meta is None else meta
+    meta["failure"] = {"kind": kind, "detail": detail}
+    raise BodyFailure("CODE_RUN_FAILED", failure_message(kind, detail, output), meta)
 
 
 def _is_content(value: object) -> bool:
@@ -290,8 +307,9 @@ class ProgramRun:
             answered[n] = _reply(result)
             if _abandoned(result, self.lifetime, self.halt):
                 continue
-            content = await self._log(call, result, duration_ms)
-            self._completed[n] = _record(n, call, answered[n], content)
+            logged = await self._log(call, result, duration_ms)
+            # The log record's copies of the arguments and content serve the record too.
+            self._completed[n] = _record(n, call, answered[n], logged)
 
     def _site(self, call: ToolCall) -> CallSite:
         site = call_site(self.scope)
@@ -326,20 +344,13 @@ class ProgramRun:
         )
 
     def _log_replayed(self, call: ToolCall, recorded: RecordedCall) -> None:
+        error_code = None if recorded.ok else recorded.code
         self.dispatch_log.append(
-            {
-                "sub_call_id": call.call_id or "",
-                "name": recorded.name,
-                "arguments": recorded.arguments,
-                "is_error": not recorded.ok,
-                "error_code": None if recorded.ok else recorded.code,
-                "content": recorded.content,
-                "duration_ms": 0.0,
-                "replayed": True,
-            }
+            _log_record(call, recorded.arguments, error_code, recorded.content, 0.0, replayed=True)
         )
 
-    async def _log(self, call: ToolCall, result: ToolResult, duration_ms: float) -> JSON:
+    async def _log(self, call: ToolCall, result: ToolResult, duration_ms: float) -> dict[str, JSON]:
+        """Log the call (through the dispatch-log waterfall) and return its log record."""
         entry = DispatchLogEntry(
             execution=self.execution,
             sub_call_id=call.call_id or "",
@@ -362,20 +373,12 @@ class ProgramRun:
             except (ListenerError, TypeError, ValueError):
                 logger.warning("dispatch-log listener failed; logging the original", exc_info=True)
                 content = result.content
-        logged = thaw(list(content))
-        self.dispatch_log.append(
-            {
-                "sub_call_id": entry.sub_call_id,
-                "name": call.name,
-                "arguments": entry.arguments,
-                "is_error": result.is_error,
-                "error_code": result.error.code if result.error is not None else None,
-                "content": logged,
-                "duration_ms": round(duration_ms, 3),
-                "replayed": False,
-            }
+        error_code = result.error.code if result.error is not None else None
+        record = _log_record(
+            call, entry.arguments, error_code, thaw(list(content)), duration_ms, replayed=False
         )
-        return logged
+        self.dispatch_log.append(record)
+        return record
 
     def _result(self, outcome: RunOutcome) -> BodyResult:
         output = outcome.output
@@ -388,7 +391,7 @@ class ProgramRun:
             "output": {"total_bytes": output.total_bytes, "truncated": output.truncated},
         }
         if self._diverged:
-            return self._fail("replay-diverged", self._diverged, output.text, meta)
+            return fail_run("replay-diverged", self._diverged, output.text, meta)
         if self._pending is not None:
             calls = tuple(self._completed[n] for n in sorted(self._completed))
             raise RunSuspended(calls, self._pending, output.text, meta)
@@ -402,18 +405,14 @@ class ProgramRun:
                     f"({self.replay.pending.name}), the one that awaited approval; a resumed "
                     "program must make the same calls in the same order"
                 )
-                return self._fail("replay-diverged", detail, output.text, meta)
+                return fail_run("replay-diverged", detail, output.text, meta)
             return BodyResult(value={"result": outcome.value, "stdout": output.text}, meta=meta)
         kind = outcome.kind or "worker-exit"
         detail = outcome.detail
         if kind == "abort" and self._abort_reason:
             detail = self._abort_reason
-        return self._fail(kind, detail, output.text, meta)
+        return fail_run(kind, detail, output.text, meta)
 
-    @staticmethod
-    def _fail(kind: str, detail: str, output: str, meta: dict[str, JSON]) -> NoReturn:
-        meta["failure"] = {"kind": kind, "detail": detail}
-        raise BodyFailure("CODE_RUN_FAILED", failure_message(kind, detail, output), meta)
 
 
 def _code(result: ToolResult) -> str | None:
@@ -437,22 +436,42 @@ def _recorded_reply(recorded: RecordedCall) -> CallReply:
     return CallReply.failure(recorded.code, recorded.message)
 
 
-def _record(n: int, call: ToolCall, reply: CallReply, content: JSON) -> RecordedCall:
+def _record(n: int, call: ToolCall, reply: CallReply, logged: dict[str, JSON]) -> RecordedCall:
     return RecordedCall(
         n=n,
         name=call.name,
-        arguments=thaw(dict(call.arguments)),
+        arguments=logged["arguments"],
         ok=reply.ok,
         value=reply.value if reply.ok else None,
         code=reply.code,
         message=reply.message,
-        content=content,
+        content=logged["content"],
     )
 
 
-def _show(name: str, arguments: object) -> str:
-    import json
+def _log_record(
+    call: ToolCall,
+    arguments: JSON,
+    error_code: str | None,
+    content: JSON,
+    duration_ms: float,
+    *,
+    replayed: bool,
+) -> dict[str, JSON]:
+    """One entry of ``meta["dispatch_log"]``."""
+    return {
+        "sub_call_id": call.call_id or "",
+        "name": call.name,
+        "arguments": arguments,
+        "is_error": error_code is not None,
+        "error_code": error_code,
+        "content": content,
+        "duration_ms": round(duration_ms, 3),
+        "replayed": replayed,
+    }
 
+
+def _show(name: str, arguments: object) -> str:
     text = json.dumps(arguments, sort_keys=True, default=str)
     if len(text) > 200:
         text = text[:197] + "..."

@@ -33,7 +33,7 @@ from ._events import (
 )
 from ._layers import MODES, Mode, check_code_options
 from ._lifetime import CloseHook, Lifetime
-from ._scopes import ChangeListener, Scope, ScopeTree
+from ._scopes import ChangeListener, Scope, ScopeTree, lineage
 from ._suspensions import SuspensionStore
 from ._tools import ToolDefinition
 
@@ -235,12 +235,7 @@ class ToolRuntime:
             self._code_mode.on_change(scope)
         except Exception:
             logger.exception("code mode failed to handle a tools/change")
-        chain: list[Scope] = []
-        current: Scope | None = scope
-        while current is not None:
-            chain.append(current)
-            current = current.parent
-        for listener in self._tree.listeners.for_chain(CHANGE, chain):
+        for listener in self._tree.listeners.for_chain(CHANGE, lineage(scope)):
             try:
                 out = listener(scope)
             except Exception:

@@ -18,8 +18,15 @@ import anyio
 from anyio.abc import TaskStatus
 
 from ._json import JSONLike
-from ._pipeline import Call, CallSite, Unstarted, new_call_id, results_in_order
-from ._results import ToolResult, error_result
+from ._pipeline import (
+    Call,
+    CallSite,
+    Unstarted,
+    aborted_before_dispatch,
+    new_call_id,
+    results_in_order,
+)
+from ._results import ToolResult
 from ._signals import CancelSignal
 from ._tools import ExecutionToken
 
@@ -107,10 +114,8 @@ class FastLock:
         self._lock.release()
 
 
-def _aborted(call_id: str, name: str) -> ToolResult:
-    return error_result(
-        call_id, name, "ABORTED_BEFORE_DISPATCH", "tool call aborted before dispatch"
-    )
+def _fired(signal: CancelSignal | None, halt: CancelSignal | None) -> bool:
+    return (signal is not None and signal.cancelled) or (halt is not None and halt.cancelled)
 
 
 class Scheduler:
@@ -142,29 +147,39 @@ class Scheduler:
         not begun pre-execute (``ABORTED_BEFORE_DISPATCH``, not emitted) without touching
         started ones; a call whose approval is deferred fires it.
         """
+
+        def start(spec: ToolCall) -> Call | ToolResult:
+            """The call of ``spec``, or its result when it may not even be created."""
+            call_id = spec.call_id or new_call_id()
+            if _fired(signal, halt):
+                return aborted_before_dispatch(call_id, spec.name)
+            return Call.create(
+                site(spec),
+                spec.name,
+                spec.arguments,
+                call_id=call_id,
+                root_call_id=root_call_id,
+                parent=parent,
+                signal=signal,
+            )
+
         if len(calls) == 1:
             # Nothing to overlap with: no task group (the hot path of code-mode calls).
-            return [await self._run_one(site, calls[0], signal, parent, root_call_id, halt)]
+            only = start(calls[0])
+            if isinstance(only, ToolResult):
+                return [only]
+            if only.final:
+                return [await only.run()]
+            admission = self._shared(signal, halt) if only.parallel else self._exclusive()
+            return [await only.run(admission=admission, prepare_lock=self._prepare_lock, halt=halt)]
         results: list[ToolResult | None] = [None] * len(calls)
         in_flight: list[anyio.Event] = []
         async with anyio.create_task_group() as group:
             for index, spec in enumerate(calls):
-                call_id = spec.call_id or new_call_id()
-                if (signal is not None and signal.cancelled) or (
-                    halt is not None and halt.cancelled
-                ):
-                    results[index] = _aborted(call_id, spec.name)
-                    continue
-                call = Call.create(
-                    site(spec),
-                    spec.name,
-                    spec.arguments,
-                    call_id=call_id,
-                    root_call_id=root_call_id,
-                    parent=parent,
-                    signal=signal,
-                )
-                if call.final:
+                call = start(spec)
+                if isinstance(call, ToolResult):
+                    results[index] = call
+                elif call.final:
                     results[index] = await call.run()
                 elif not call.parallel:
                     # Exclusive: wait for this batch's parallel calls, then own the barrier.
@@ -181,32 +196,6 @@ class Scheduler:
                     # pre-execute begins only then, and a full pool holds the loop here.
                     await group.start(self._run_parallel, call, results, index, done, signal, halt)
         return results_in_order(results)
-
-    async def _run_one(
-        self,
-        site: Callable[[ToolCall], CallSite],
-        spec: ToolCall,
-        signal: CancelSignal | None,
-        parent: ExecutionToken | None,
-        root_call_id: str | None,
-        halt: CancelSignal | None,
-    ) -> ToolResult:
-        call_id = spec.call_id or new_call_id()
-        if (signal is not None and signal.cancelled) or (halt is not None and halt.cancelled):
-            return _aborted(call_id, spec.name)
-        call = Call.create(
-            site(spec),
-            spec.name,
-            spec.arguments,
-            call_id=call_id,
-            root_call_id=root_call_id,
-            parent=parent,
-            signal=signal,
-        )
-        if call.final:
-            return await call.run()
-        admission = self._shared(signal, halt) if call.parallel else self._exclusive()
-        return await call.run(admission=admission, prepare_lock=self._prepare_lock, halt=halt)
 
     async def _run_parallel(
         self,
@@ -243,7 +232,7 @@ class Scheduler:
             self._slots.release()
             raise
         try:
-            if (signal is not None and signal.cancelled) or (halt is not None and halt.cancelled):
+            if _fired(signal, halt):
                 raise Unstarted  # aborted while waiting for a slot: never started
             yield
         finally:

@@ -487,6 +487,11 @@ def call_site(scope: Scope) -> CallSite:
     return scope._resolved()[1]
 
 
+def lineage(scope: Scope) -> tuple[Scope, ...]:
+    """``scope`` and its ancestors, root first."""
+    return scope._chain
+
+
 def subtree(scope: Scope) -> list[Scope]:
     """``scope`` and all its open descendants."""
     found = [scope]

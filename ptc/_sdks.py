@@ -95,16 +95,10 @@ class SdkBuilder:
     def submit(self, definitions: Sequence[ToolDefinition], profile: Profile) -> Future[sdkgen.Sdk]:
         """Schedule a build on the background thread (or share the one in flight or done)."""
         definitions = tuple(definitions)
-        key = self.key(definitions, profile)
         with self._lock:
-            entry = self._builds.get(key)
-            if entry is not None and not _failed(entry[1]):
-                self._builds.move_to_end(key)
-                return entry[1]
-            future: Future[sdkgen.Sdk] = Future()
-            self._builds[key] = (definitions, future)
-            while len(self._builds) > _ENTRIES:
-                self._builds.popitem(last=False)
+            future, mine = self._claim(definitions, profile)
+            if not mine:
+                return future
             if self._closed:
                 future.set_exception(RuntimeError("the runtime is closed"))
                 return future
@@ -119,18 +113,27 @@ class SdkBuilder:
         if sdk is not None:
             return sdk
         definitions = tuple(definitions)
-        key = self.key(definitions, profile)
         with self._lock:
-            entry = self._builds.get(key)
-            if entry is None or _failed(entry[1]):
-                future: Future[sdkgen.Sdk] = Future()
-                self._builds[key] = (definitions, future)
-                mine = True
-            else:
-                future, mine = entry[1], False
+            future, mine = self._claim(definitions, profile)
         if mine:
             self._run(future, definitions, profile)
         return future.result()
+
+    def _claim(
+        self, definitions: tuple[ToolDefinition, ...], profile: Profile
+    ) -> tuple[Future[sdkgen.Sdk], bool]:
+        """The build of this key in flight or done, or a new one (``True``: the caller runs
+        it). Called with the lock held."""
+        key = self.key(definitions, profile)
+        entry = self._builds.get(key)
+        if entry is not None and not _failed(entry[1]):
+            self._builds.move_to_end(key)
+            return entry[1], False
+        future: Future[sdkgen.Sdk] = Future()
+        self._builds[key] = (definitions, future)
+        while len(self._builds) > _ENTRIES:
+            self._builds.popitem(last=False)
+        return future, True
 
     async def build_async(
         self, definitions: Sequence[ToolDefinition], profile: Profile

@@ -90,14 +90,20 @@ def parse_program(code: str) -> ast.Module | CompileFailure:
     return tree
 
 
-def compile_program(code: str, *, profile: str) -> CodeType | CompileFailure:
+def compile_program(
+    code: str, *, profile: str, tree: ast.Module | None = None
+) -> CodeType | CompileFailure:
     """The program compiled as a function body for ``profile``, or why it cannot be.
 
     The code object defines the function :data:`MAIN` when executed; calling it runs the
-    program. For ``restricted`` the tree first goes through RestrictedPython's policy."""
-    tree = parse_program(code)
-    if isinstance(tree, CompileFailure):
-        return tree
+    program. For ``restricted`` the tree first goes through RestrictedPython's policy
+    (which rewrites it in place). ``tree``: what :func:`parse_program` already made of
+    ``code``, so it is not parsed twice."""
+    if tree is None:
+        parsed = parse_program(code)
+        if isinstance(parsed, CompileFailure):
+            return parsed
+        tree = parsed
     if profile == "restricted":
         from ._restricted import apply_policy
 
