@@ -10,6 +10,7 @@ read only here (``_keeper_lines`` parses them); the exit report is kept for whoe
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import os
@@ -69,6 +70,8 @@ class ChildHandle:
         self._closed = False
         self._sdk_module: str | None = None
         self._killed = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._watching: tuple[asyncio.AbstractEventLoop, int] | None = None
 
     @property
     def cgroups(self) -> RunCgroups:
@@ -159,7 +162,7 @@ class ChildHandle:
             try:
                 data = self._raw.recv(_RECEIVE_BYTES)
             except BlockingIOError:
-                await anyio.wait_readable(self._raw)
+                await self._readable()
                 try:
                     data = self._raw.recv(_RECEIVE_BYTES)
                 except BlockingIOError:
@@ -175,6 +178,43 @@ class ChildHandle:
                 return None
             self._frames.extend(self._decoder.feed(data))
         return self._frames.popleft()
+
+    async def _readable(self) -> None:
+        """Wait until the run channel is readable.
+
+        On asyncio the socket stays registered with the loop between frames (a frame then
+        costs no ``epoll_ctl`` pair, unlike ``anyio.wait_readable``); a readiness nobody
+        waits for unregisters it, so unread data never makes the loop spin. Elsewhere,
+        anyio's ``wait_readable``."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            await anyio.wait_readable(self._raw)
+            return
+        waiter = self._waiter = loop.create_future()
+        if self._watching is None or self._watching[0] is not loop:
+            self._unwatch()
+            fd = self._raw.fileno()
+            loop.add_reader(fd, self._on_readable)
+            self._watching = (loop, fd)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+
+    def _on_readable(self) -> None:
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            self._unwatch()
+        else:
+            waiter.set_result(None)
+
+    def _unwatch(self) -> None:
+        if self._watching is not None:
+            loop, fd = self._watching
+            self._watching = None
+            with contextlib.suppress(RuntimeError):  # the loop is closed
+                loop.remove_reader(fd)
 
     async def send(self, data: bytes) -> None:
         """Write encoded frames to the child (errors propagate: the caller decides)."""
@@ -313,6 +353,7 @@ class ChildHandle:
         with anyio.CancelScope(shield=True):
             await self.kill()
             self._closed = True
+            self._unwatch()  # before the socket closes: its number may be reused
             for stream in (self._run, self._keeper):
                 with contextlib.suppress(Exception):
                     await stream.aclose()
