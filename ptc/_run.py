@@ -31,13 +31,20 @@ from dataclasses import dataclass, replace
 from typing import NoReturn
 
 import anyio
-from anyio.abc import TaskGroup
 
-from worker import CallReply, CallRequest, Limits, RunOutcome, RunRequest, WorkerBackend
+from worker import (
+    CallBatch,
+    CallReply,
+    CallRequest,
+    Limits,
+    RunOutcome,
+    RunRequest,
+    WorkerBackend,
+)
 
 from ._body import BodyFailure, BodyResult
 from ._decisions import ApprovalAnswer, ApprovalRequest, DispatchLogEntry
-from ._detached import Detached, start_detached
+from ._detached import DetachedGroup
 from ._events import DISPATCH_LOG, ListenerError, logger, run_waterfall
 from ._json import JSON, thaw
 from ._pipeline import CallSite
@@ -140,10 +147,8 @@ class ProgramRun:
         self._count = 0
         self._abort = anyio.Event()
         self._abort_reason = ""
-        self._group: TaskGroup | None = None
-        self._calls_host: Detached | None = None
-        self._serving = anyio.Event()
-        self._stop_serving = anyio.Event()
+        # The run's nested calls: each batch in a detached task of its own.
+        self._calls = DetachedGroup(f"ptc-run-calls:{execution.call_id}")
         self._in_flight: dict[str, str] = {}
 
     def abort(self, reason: str) -> None:
@@ -157,18 +162,16 @@ class ProgramRun:
             # A deferred approval kills the worker at once: nothing is held open.
             on_cancel(self.halt, self._abort.set),
         ]
-        host = self._calls_host = start_detached(
-            self._serve, name=f"ptc-run-calls:{self.execution.call_id}"
-        )
+        host = self._calls
         try:
-            await self._serving.wait()
             outcome = await backend.run(
-                request, on_calls=self.handle, abort=self._abort, started=self.started
+                request, on_calls=_RunCalls(self), abort=self._abort, started=self.started
             )
         except BaseException:
             # Cancelled (or a host bug): nested calls see their signal fire *before* they
             # are cancelled, then get a short grace, then are abandoned.
             self.lifetime.cancel("run_code cancelled")
+            host.close()
             host.cancel()
             with anyio.CancelScope(shield=True):
                 await self._drain(host, time.monotonic())
@@ -176,7 +179,7 @@ class ProgramRun:
         finally:
             if not self.halt.cancelled:
                 self.lifetime.cancel("run_code settled")  # unstarted calls are abandoned
-            self._stop_serving.set()
+            host.close()
             for remove in removers:
                 remove()
         try:
@@ -190,14 +193,7 @@ class ProgramRun:
             self._detach()
         return self._result(outcome)
 
-    async def _serve(self) -> None:
-        """The detached task group the run's nested calls run in."""
-        async with anyio.create_task_group() as group:
-            self._group = group
-            self._serving.set()
-            await self._stop_serving.wait()
-
-    async def _drain(self, host: Detached, until: float) -> None:
+    async def _drain(self, host: DetachedGroup, until: float) -> None:
         """Let started calls finish until ``until``; then cancel them, give them
         :data:`DRAIN_GRACE_S`, and abandon (and log) whatever still runs."""
         with anyio.move_on_after(until - time.monotonic()):
@@ -220,24 +216,42 @@ class ProgramRun:
     async def handle(self, calls: Sequence[CallRequest]) -> Sequence[CallReply]:
         """The worker's call handler: dispatch in the run's own (detached) task group, so
         a batch in flight when the worker dies still drains before ``run_code`` returns."""
+        batch = self._numbered(calls)
+        replies: list[CallReply] = []
+        done = anyio.Event()
+
+        async def dispatch() -> None:
+            try:
+                replies.extend(await self._dispatch(batch))
+            finally:
+                done.set()
+
+        self._calls.start_soon(dispatch)
+        await done.wait()
+        return replies
+
+    def start_batch(self, pending: CallBatch) -> None:
+        """Dispatch a batch in the run's detached group; the task itself sends the replies
+        (no task of the backend's waits for them: the nested-call hot path)."""
+        self._calls.start_soon(self._answer, self._numbered(pending.calls), pending)
+
+    async def _answer(self, batch: list[tuple[int, ToolCall]], pending: CallBatch) -> None:
+        try:
+            replies = await self._dispatch(batch)
+        except Exception as exc:  # a host bug: the backend kills the run and re-raises it
+            pending.fail(exc)
+            raise
+        await pending.reply(replies)
+
+    def _numbered(self, calls: Sequence[CallRequest]) -> list[tuple[int, ToolCall]]:
         batch = []
         for call in calls:
             self._count += 1
             call_id = f"{self.execution.call_id}:ptc:{self._count}"
             batch.append((self._count, ToolCall(call.tool, call.arguments, call_id=call_id)))
-        replies: list[CallReply] = []
-        done = anyio.Event()
-        assert self._group is not None
-        self._group.start_soon(self._dispatch, batch, replies, done)
-        await done.wait()
-        return replies
+        return batch
 
-    async def _dispatch(
-        self,
-        batch: list[tuple[int, ToolCall]],
-        replies: list[CallReply],
-        done: anyio.Event,
-    ) -> None:
+    async def _dispatch(self, batch: list[tuple[int, ToolCall]]) -> list[CallReply]:
         for _, call in batch:
             self._in_flight[call.call_id or ""] = call.name
         try:
@@ -255,11 +269,10 @@ class ProgramRun:
                     live.append((n, call))
             if live:
                 await self._run_live(live, answered)
-            replies.extend(answered[n] for n, _ in batch)
+            return [answered[n] for n, _ in batch]
         finally:
             for _, call in batch:
                 self._in_flight.pop(call.call_id or "", None)
-            done.set()
 
     def _replayed(self, n: int, call: ToolCall) -> RecordedCall | None:
         """The recorded answer of call ``n``, ``None`` to run it live; a call that differs
@@ -413,6 +426,22 @@ class ProgramRun:
             detail = self._abort_reason
         return fail_run(kind, detail, output.text, meta)
 
+
+
+class _RunCalls:
+    """The run's :class:`worker.CallStarter`: a backend that knows the interface hands
+    batches to :meth:`ProgramRun.start_batch`; any other awaits :meth:`ProgramRun.handle`."""
+
+    __slots__ = ("_run",)
+
+    def __init__(self, run: ProgramRun) -> None:
+        self._run = run
+
+    async def __call__(self, calls: Sequence[CallRequest]) -> Sequence[CallReply]:
+        return await self._run.handle(calls)
+
+    def start(self, batch: CallBatch) -> None:
+        self._run.start_batch(batch)
 
 
 def _code(result: ToolResult) -> str | None:

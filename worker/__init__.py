@@ -4,7 +4,9 @@ Host-side public face. ``worker`` never imports ``ptc``. :func:`parse_program` a
 :func:`compile_program` are the child's own checks of a program, for a host's pre-flight.
 """
 
+from ._abc import CallBatch as CallBatch
 from ._abc import CallHandler as CallHandler
+from ._abc import CallStarter as CallStarter
 from ._abc import StdoutListener as StdoutListener
 from ._abc import WorkerBackend as WorkerBackend
 from ._backend import SubprocessBackend as SubprocessBackend
@@ -38,9 +40,11 @@ __all__ = (
     "DIMENSIONS",
     "FAILURE_KINDS",
     "MAX_PROGRAM_BYTES",
+    "CallBatch",
     "CallHandler",
     "CallReply",
     "CallRequest",
+    "CallStarter",
     "CompileFailure",
     "Containment",
     "Dimension",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Protocol, Self
+from typing import Protocol, Self, runtime_checkable
 
 import anyio
 
@@ -29,6 +29,33 @@ class CallHandler(Protocol):
     """
 
     async def __call__(self, calls: Sequence[CallRequest]) -> Sequence[CallReply]: ...
+
+
+class CallBatch(Protocol):
+    """A batch a program submitted, handed to :meth:`CallStarter.start` to answer later."""
+
+    @property
+    def calls(self) -> Sequence[CallRequest]: ...
+
+    async def reply(self, replies: Sequence[CallReply]) -> None:
+        """Send the replies, in the order of :attr:`calls` (a no-op once the run ended)."""
+
+    def fail(self, error: BaseException) -> None:
+        """The handler broke (a host bug): kill the run and raise ``error`` from ``run``."""
+
+
+@runtime_checkable
+class CallStarter(CallHandler, Protocol):
+    """A :class:`CallHandler` that answers batches from tasks of its own.
+
+    A backend that receives one calls :meth:`start` as a batch arrives instead of starting
+    a task per batch to await the handler: on the nested-call hot path that saves a task
+    spawn and an event-loop round. The handler owns those tasks (they may outlive ``run``),
+    must not block in ``start``, and answers each batch exactly once through ``reply`` or
+    ``fail``.
+    """
+
+    def start(self, batch: CallBatch) -> None: ...
 
 
 StdoutListener = Callable[[str], None]

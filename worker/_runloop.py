@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from ._abc import CallHandler, StdoutListener
+from ._abc import CallHandler, CallStarter, StdoutListener
 from ._child_handle import ChildHandle
 from ._errors import ProtocolError, WorkerError
 from ._framing import Frame, encode, json_problem, json_size, scrub_surrogates, scrub_text
@@ -60,6 +60,7 @@ class RunLoop:
     ) -> None:
         self.request = request
         self.on_calls = on_calls
+        self._starter = on_calls if isinstance(on_calls, CallStarter) else None
         self.on_stdout = on_stdout
         self.abort = abort
         self.deadline = deadline
@@ -80,6 +81,7 @@ class RunLoop:
         self._scope: anyio.CancelScope | None = None
         self._aborted = False
         self._eof = False
+        self._ended = False
 
     def fail(
         self, kind: FailureKind, detail: str, enforcement: Mapping[Dimension, Enforcement]
@@ -166,6 +168,7 @@ class RunLoop:
                     except (anyio.BrokenResourceError, OSError):
                         kill = await self._death(child)
             tg.cancel_scope.cancel()
+        self._ended = True  # replies still on their way go nowhere
         if self.handler_error is not None:
             return None
         if self._aborted:
@@ -210,7 +213,14 @@ class RunLoop:
                 self.calls += len(frame["calls"])
                 if self.calls > limits.max_calls:
                     return ("call-limit", f"more than {limits.max_calls} tool calls")
-                tg.start_soon(self._dispatch, child, frame["calls"])
+                requests = [
+                    CallRequest(id=c["id"], tool=c["tool"], arguments=c["arguments"])
+                    for c in frame["calls"]
+                ]
+                if self._starter is not None:
+                    self._starter.start(_Batch(self, child, requests))
+                else:
+                    tg.start_soon(self._dispatch, child, requests)
             elif kind == "stdout":
                 data = scrub_text(frame["data"])
                 if not self.capture.feed(data) or not self._within_stream():
@@ -256,18 +266,32 @@ class RunLoop:
             return f"done: the result is {size} bytes as JSON, over Limits.result_bytes ({limit})"
         return None
 
-    async def _dispatch(self, child: ChildHandle, batch: list[dict[str, Any]]) -> None:
-        requests = [
-            CallRequest(id=c["id"], tool=c["tool"], arguments=c["arguments"]) for c in batch
-        ]
+    async def _dispatch(self, child: ChildHandle, requests: list[CallRequest]) -> None:
+        """A batch answered by a plain :class:`CallHandler`, from a task of this run."""
         try:
-            replies: Sequence[CallReply] = await self.on_calls(requests)
-            if len(replies) != len(requests):
-                raise WorkerError(f"handler returned {len(replies)} replies for {len(requests)}")
+            replies = await self.on_calls(requests)
         except Exception as exc:  # a host bug: kill the run, re-raise from run()
-            self.handler_error = exc
-            if self._scope is not None:
-                self._scope.cancel()
+            self.handler_failed(exc)
+            return
+        await self.send_replies(child, requests, replies)
+
+    def handler_failed(self, error: BaseException) -> None:
+        """The call handler broke (a host bug): kill the run; ``finish`` re-raises it."""
+        if self._ended or self.handler_error is not None:
+            return
+        self.handler_error = error
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def send_replies(
+        self, child: ChildHandle, requests: Sequence[CallRequest], replies: Sequence[CallReply]
+    ) -> None:
+        """One batch's result frames, in order; nothing once the run has ended."""
+        if self._ended:
+            return
+        if len(replies) != len(requests):
+            error = WorkerError(f"handler returned {len(replies)} replies for {len(requests)}")
+            self.handler_failed(error)
             return
         data = b"".join(
             _result_frame(r.id, reply) for r, reply in zip(requests, replies, strict=True)
@@ -304,6 +328,23 @@ class RunLoop:
         if os.WIFSIGNALED(status):
             return ("worker-exit", f"the child was killed by {_signal_name(os.WTERMSIG(status))}")
         return ("worker-exit", f"the child exited with status {os.waitstatus_to_exitcode(status)}")
+
+
+class _Batch:
+    """A batch handed to a :class:`CallStarter`; its replies go back through the loop."""
+
+    __slots__ = ("_child", "_loop", "calls")
+
+    def __init__(self, loop: RunLoop, child: ChildHandle, calls: list[CallRequest]) -> None:
+        self._loop = loop
+        self._child = child
+        self.calls = calls
+
+    async def reply(self, replies: Sequence[CallReply]) -> None:
+        await self._loop.send_replies(self._child, self.calls, replies)
+
+    def fail(self, error: BaseException) -> None:
+        self._loop.handler_failed(error)
 
 
 def _signal_name(number: int) -> str:
