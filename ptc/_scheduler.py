@@ -10,8 +10,7 @@ runs them.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import anyio
@@ -70,11 +69,10 @@ class _Barrier:
                 self._waiters -= 1
             self._readers += 1
 
-    async def release_shared(self) -> None:
+    def release_shared(self) -> bool:
+        """Release a share; ``True`` when waiters must be woken (:meth:`wake`)."""
         self._readers -= 1
-        if self._waiters:
-            async with self._condition:
-                self._condition.notify_all()
+        return self._waiters > 0
 
     async def acquire_exclusive(self) -> None:
         if not (self._writer or self._readers or self._writers_waiting):
@@ -91,11 +89,77 @@ class _Barrier:
                 self._waiters -= 1
             self._writer = True
 
-    async def release_exclusive(self) -> None:
+    def release_exclusive(self) -> bool:
+        """Release ownership; ``True`` when waiters must be woken (:meth:`wake`)."""
         self._writer = False
-        if self._waiters:
+        return self._waiters > 0
+
+    async def wake(self) -> None:
+        """Wake every waiter (after a release that said so), shielded from cancellation."""
+        with anyio.CancelScope(shield=True):
             async with self._condition:
                 self._condition.notify_all()
+
+
+class _Shared:
+    """Admission of a parallel-safe call: a slot of the pool and a share of the barrier.
+
+    A class rather than a generator-based context manager: it is on every code-mode call's
+    path, and an uncontended entry and exit cost no event-loop round and no cancel scope."""
+
+    __slots__ = ("barrier", "halt", "signal", "slots")
+
+    def __init__(
+        self,
+        slots: anyio.Semaphore,
+        barrier: _Barrier,
+        signal: CancelSignal | None,
+        halt: CancelSignal | None,
+    ) -> None:
+        self.slots = slots
+        self.barrier = barrier
+        self.signal = signal
+        self.halt = halt
+
+    async def __aenter__(self) -> None:
+        try:
+            self.slots.acquire_nowait()  # no event-loop round when a slot is free
+        except anyio.WouldBlock:
+            await self.slots.acquire()
+        try:
+            await self.barrier.acquire_shared()
+        except BaseException:
+            self.slots.release()
+            raise
+        if _fired(self.signal, self.halt):
+            await self._release()
+            raise Unstarted  # aborted while waiting for a slot: never started
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._release()
+
+    async def _release(self) -> None:
+        try:
+            if self.barrier.release_shared():
+                await self.barrier.wake()
+        finally:
+            self.slots.release()
+
+
+class _Exclusive:
+    """Admission of an exclusive call: the barrier, owned until its post-execute is done."""
+
+    __slots__ = ("barrier",)
+
+    def __init__(self, barrier: _Barrier) -> None:
+        self.barrier = barrier
+
+    async def __aenter__(self) -> None:
+        await self.barrier.acquire_exclusive()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self.barrier.release_exclusive():
+            await self.barrier.wake()
 
 
 class FastLock:
@@ -218,33 +282,8 @@ class Scheduler:
         finally:
             done.set()
 
-    @asynccontextmanager
-    async def _shared(
-        self, signal: CancelSignal | None, halt: CancelSignal | None
-    ) -> AsyncIterator[None]:
-        try:
-            self._slots.acquire_nowait()  # no event-loop round when a slot is free
-        except anyio.WouldBlock:
-            await self._slots.acquire()
-        try:
-            await self._barrier.acquire_shared()
-        except BaseException:
-            self._slots.release()
-            raise
-        try:
-            if _fired(signal, halt):
-                raise Unstarted  # aborted while waiting for a slot: never started
-            yield
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self._barrier.release_shared()
-            self._slots.release()
+    def _shared(self, signal: CancelSignal | None, halt: CancelSignal | None) -> _Shared:
+        return _Shared(self._slots, self._barrier, signal, halt)
 
-    @asynccontextmanager
-    async def _exclusive(self) -> AsyncIterator[None]:
-        await self._barrier.acquire_exclusive()
-        try:
-            yield
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self._barrier.release_exclusive()
+    def _exclusive(self) -> _Exclusive:
+        return _Exclusive(self._barrier)
