@@ -81,36 +81,77 @@ def start_detached(
     return handle
 
 
+class _Slot:
+    """One task of a :class:`DetachedGroup`: the job it runs next and what wakes it."""
+
+    __slots__ = ("job", "wake")
+
+    def __init__(self, job: tuple[Callable[..., Awaitable[Any]], tuple[Any, ...]]) -> None:
+        self.job: tuple[Callable[..., Awaitable[Any]], tuple[Any, ...]] | None = job
+        self.wake = anyio.Event()
+
+
 class DetachedGroup:
-    """Detached tasks started one at a time and ended together.
+    """Detached jobs started one at a time and ended together.
 
     ``close()`` says no more will start; ``done`` is set once the group is closed and every
-    task has ended; ``cancel()`` cancels them all (and any started afterwards).
+    job has ended; ``cancel()`` cancels them all (and any started afterwards). A job runs in
+    a detached task of the group; a task whose job ended waits for the next one, so a
+    stream of short jobs (a run's nested calls, one at a time) costs one wake-up each
+    rather than a task and a cancel scope each. Jobs that overlap get tasks of their own.
+    Jobs that run in one task share its context (a copy of the context that started the
+    task's first job), as the stages of one call already do.
     """
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.done = anyio.Event()
         self._running: set[Detached] = set()
+        self._idle: list[_Slot] = []
         self._closed = False
         self._cancelled = False
 
     def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
         if self._closed:
             raise RuntimeError(f"detached group {self.name} is closed")
-        handle = start_detached(fn, *args, name=self.name, on_done=self._ended)
+        if self._idle:
+            slot = self._idle.pop()
+            slot.job = (fn, args)
+            slot.wake.set()
+            return
+        handle = start_detached(
+            self._work, _Slot((fn, args)), name=self.name, on_done=self._ended
+        )
         self._running.add(handle)  # the task has not run yet: it ends after this
         if self._cancelled:
             handle.cancel()
 
     def close(self) -> None:
         self._closed = True
+        self._release_idle()
         self._check_done()
 
     def cancel(self) -> None:
         self._cancelled = True
+        self._release_idle()
         for handle in list(self._running):
             handle.cancel()
+
+    async def _work(self, slot: _Slot) -> None:
+        while slot.job is not None:
+            fn, args = slot.job
+            slot.job = None
+            await fn(*args)
+            if self._closed or self._cancelled:
+                return
+            slot.wake = anyio.Event()
+            self._idle.append(slot)
+            await slot.wake.wait()
+
+    def _release_idle(self) -> None:
+        for slot in self._idle:
+            slot.wake.set()  # no job: the task ends
+        self._idle.clear()
 
     def _ended(self, handle: Detached) -> None:
         self._running.discard(handle)

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import anyio
+import anyio.abc
 import pytest
 
 from tests.security._support import (
@@ -24,8 +25,10 @@ from tests.security._support import (
 )
 from worker import (
     DIMENSIONS,
+    CallBatch,
     CallReply,
     CallRequest,
+    CallStarter,
     Containment,
     Limits,
     RunRequest,
@@ -122,6 +125,70 @@ async def test_a_handler_exception_propagates_and_kills_the_run(
     request = RunRequest(code="tools.echo()", sdk_module=SDK, limits=SHORT)
     with pytest.raises(RuntimeError, match="host bug"):
         await backend.run(request, on_calls=broken)
+
+
+class Starter:
+    """A :class:`CallStarter` that answers each batch from a task group of its own."""
+
+    def __init__(self, tg: anyio.abc.TaskGroup, *, fail: bool = False) -> None:
+        self.tg = tg
+        self.fail = fail
+        self.batches: list[list[int]] = []
+        self.held: list[CallBatch] = []
+
+    async def __call__(self, calls: Sequence[CallRequest]) -> Sequence[CallReply]:
+        raise AssertionError("a CallStarter is handed its batches, never awaited")
+
+    def start(self, batch: CallBatch) -> None:
+        self.batches.append([c.id for c in batch.calls])
+        if self.fail:
+            batch.fail(RuntimeError("host bug in a started batch"))
+        elif any(c.arguments.get("hold") for c in batch.calls):
+            self.held.append(batch)
+        else:
+            self.tg.start_soon(self._answer, batch)
+
+    async def _answer(self, batch: CallBatch) -> None:
+        await anyio.sleep(0.001)  # answered later, from another task
+        await batch.reply(await echo_calls(batch.calls))
+
+
+async def test_a_call_starter_answers_batches_from_its_own_tasks(
+    backend: SubprocessBackend,
+) -> None:
+    async with anyio.create_task_group() as tg:
+        starter = Starter(tg)
+        assert isinstance(starter, CallStarter)
+        code = "a = tools.echo(n=1)\nb = tools.echo.map([{'n': 2}, {'n': 3}])\nreturn [a, b]"
+        request = RunRequest(code=code, sdk_module=SDK, limits=SHORT)
+        out = await backend.run(request, on_calls=starter)
+    assert out.ok, out
+    assert out.value == [{"n": 1}, [{"n": 2}, {"n": 3}]]
+    assert starter.batches == [[1], [2, 3]]
+
+
+async def test_a_started_batch_that_fails_kills_the_run_and_raises(
+    backend: SubprocessBackend,
+) -> None:
+    async with anyio.create_task_group() as tg:
+        request = RunRequest(code="tools.echo()", sdk_module=SDK, limits=SHORT)
+        with pytest.raises(RuntimeError, match="host bug in a started batch"):
+            await backend.run(request, on_calls=Starter(tg, fail=True))
+
+
+async def test_replies_to_a_batch_after_its_run_ended_go_nowhere(
+    backend: SubprocessBackend,
+) -> None:
+    async with anyio.create_task_group() as tg:
+        starter = Starter(tg)
+        limits = Limits(wall_seconds=0.5, cpu_seconds=2.0, memory_mib=256)
+        request = RunRequest(code="tools.echo(hold=True)", sdk_module=SDK, limits=limits)
+        out = await backend.run(request, on_calls=starter)
+        assert out.kind == "timeout"
+        [batch] = starter.held
+        await batch.reply([CallReply.success(1)])  # no error, nothing sent
+        batch.fail(RuntimeError("too late"))  # and no effect
+    assert (await run(backend, "return 'next'")).value == "next"
 
 
 async def test_required_dimension_missing_fails_closed() -> None:

@@ -136,3 +136,46 @@ async def test_a_keeper_that_breaks_its_protocol_is_a_worker_error(fake: Fake) -
         await fake.handle.wait_exit()
     await fake.handle.close()  # and closing still works
     assert fake.handle.closed
+
+
+async def test_frames_are_read_as_they_come_and_the_socket_is_unregistered_on_close(
+    fake: Fake,
+) -> None:
+    import asyncio
+
+    fd = fake.handle._raw.fileno()  # which fd the loop watches
+    got: list[object] = []
+
+    async def read() -> None:
+        got.append(await fake.handle.next_frame())
+
+    for n in range(3):  # each read finds nothing and waits for readiness
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read)
+            await anyio.sleep(0.01)
+            fake.run.sendall(encode({"type": "stdout", "data": f"line {n}"}))
+    assert got == [{"type": "stdout", "data": f"line {n}"} for n in range(3)]
+    fake.keeper.close()
+    await fake.handle.close()
+    # The registration was removed before the socket closed (the fd number may be reused).
+    assert asyncio.get_running_loop().remove_reader(fd) is False
+
+
+async def test_readiness_nobody_waits_for_does_not_spin_the_loop(fake: Fake) -> None:
+    import asyncio
+
+    fd = fake.handle._raw.fileno()
+    async with anyio.create_task_group() as tg:
+
+        async def read() -> None:
+            await fake.handle.next_frame()
+
+        tg.start_soon(read)
+        await anyio.sleep(0.01)
+        fake.run.sendall(encode({"type": "stdout", "data": "x"}))
+    # Unread data arrives while nobody reads: the first readiness unregisters the socket.
+    fake.run.sendall(encode({"type": "stdout", "data": "unread"}))
+    for _ in range(5):
+        await anyio.sleep(0.005)
+    assert asyncio.get_running_loop().remove_reader(fd) is False
+    assert await fake.handle.next_frame() == {"type": "stdout", "data": "unread"}
