@@ -8,7 +8,7 @@ know them).
 
 Who uses what: the host decodes child frames with :class:`FrameDecoder` (``_child_handle``)
 and sends with :func:`encode` (``_runloop``); the child sends with :func:`encode` and reads
-with the blocking :func:`recv_frame` (``_child._transport``); :func:`json_problem` checks
+with the blocking :class:`FrameReader` (``_child._transport``); :func:`json_problem` checks
 program results and call arguments in the child and in the in-process fake backend.
 Standard library only: the child imports it.
 """
@@ -272,29 +272,35 @@ def _check_length(length: int) -> None:
 
 # --- blocking read (the child) --------------------------------------------------------
 
-
-def _recv_exactly(sock: socket.socket, n: int, *, at_boundary: bool) -> bytes | None:
-    buf = bytearray(n)
-    view = memoryview(buf)
-    got = 0
-    while got < n:
-        k = sock.recv_into(view[got:], n - got)
-        if k == 0:
-            if got == 0 and at_boundary:
-                return None
-            raise ProtocolError(f"stream ended inside a frame ({got} of {n} bytes)")
-        got += k
-    return bytes(buf)
+_READ_BYTES = 65536
 
 
-def recv_frame(sock: socket.socket, validate: Validator) -> Frame | None:
-    """Read one frame from a blocking socket, checked with ``validate``; ``None`` at a clean
-    end of stream; :class:`ProtocolError` for anything malformed or truncated."""
-    header = _recv_exactly(sock, 4, at_boundary=True)
-    if header is None:
-        return None
-    (length,) = _HEADER.unpack(header)
-    _check_length(length)
-    body = _recv_exactly(sock, length, at_boundary=False)
-    assert body is not None
-    return parse_body(body, validate)
+class FrameReader:
+    """Frames from a blocking socket, read in chunks: a small frame costs one ``recv``
+    (header and body together), and bytes past a frame wait for the next read.
+
+    :meth:`next` returns the next validated frame, ``None`` at a clean end of stream, and
+    raises :class:`ProtocolError` for anything malformed or truncated (after which the
+    reader stays broken, like :class:`FrameDecoder`)."""
+
+    def __init__(self, sock: socket.socket, validate: Validator) -> None:
+        self._sock = sock
+        self._decoder = FrameDecoder(validate)
+        self._frames: list[Frame] = []
+        self._broken: ProtocolError | None = None
+
+    def next(self) -> Frame | None:
+        if self._broken is not None:
+            raise self._broken
+        try:
+            while not self._frames:
+                data = self._sock.recv(_READ_BYTES)
+                if not data:
+                    self._decoder.eof()
+                    return None
+                self._frames = self._decoder.feed(data)
+                self._frames.reverse()  # popped from the end, in order
+        except ProtocolError as exc:
+            self._broken = exc
+            raise
+        return self._frames.pop()

@@ -276,6 +276,28 @@ def test_call_arguments_must_be_json() -> None:
     assert run.of("call") == []
 
 
+def test_call_arguments_over_the_per_call_cap_raise_in_the_program() -> None:
+    # 4 MiB of arguments in one call (sent in a frame the host would kill) is refused in
+    # the program; escaped text counts as what it decodes to, so 3 MiB of "é" passes.
+    code = textwrap.dedent(
+        """
+        try:
+            tools.echo(x="a" * (4 * 1024 * 1024))
+        except ValueError as exc:
+            refused = str(exc)
+        else:
+            refused = ""
+        small = tools.echo.map([{"x": "é" * (1024 * 1024)}, {"x": "b" * 10}])
+        return [refused, len(small[0]["x"])]
+        """
+    )
+    run = run_child(code)
+    refused, size = run.done["value"]
+    assert "over the cap of 4194304 bytes per call" in refused
+    assert size == 1024 * 1024
+    assert len(run.of("call")) == 1
+
+
 def test_call_limit_ends_the_run_even_if_caught() -> None:
     code = textwrap.dedent(
         """

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
+import threading
 from typing import Any
 
 import anyio
@@ -18,12 +19,12 @@ from worker._framing import (
     MAX_FRAME_BYTES,
     MAX_FRAME_DEPTH,
     FrameDecoder,
+    FrameReader,
     Validator,
     depth_problem,
     encode,
     json_problem,
     json_size,
-    recv_frame,
     scrub_surrogates,
     scrub_text,
 )
@@ -143,14 +144,31 @@ def test_json_problem_bounds_the_depth() -> None:
 def test_the_blocking_reader_over_a_socketpair() -> None:
     a, b = socket.socketpair()
     with a, b:
-        a.sendall(encode(START) + encode(RESULT))
-        assert recv_frame(b, validate_host_frame) == START
-        assert recv_frame(b, validate_host_frame) == RESULT
-        a.sendall(encode(STDOUT))
-        with pytest.raises(ProtocolError):  # a child frame is not a host frame
-            recv_frame(b, validate_host_frame)
+        reader = FrameReader(b, validate_host_frame)
+        a.sendall(encode(START) + encode(RESULT))  # two frames, one read
+        assert reader.next() == START
+        assert reader.next() == RESULT
+        big = {**RESULT, "value": "x" * 200_000}  # over several reads
+        data = encode(big) + encode(RESULT)
+        a.sendall(data[:3])  # not even a whole header yet
+        sender = threading.Thread(target=a.sendall, args=(data[3:],))
+        sender.start()
+        assert reader.next() == big
+        assert reader.next() == RESULT
+        sender.join()
         a.shutdown(socket.SHUT_WR)
-        assert recv_frame(b, validate_host_frame) is None
+        assert reader.next() is None
+
+
+def test_the_blocking_reader_refuses_a_wrong_frame_and_stays_broken() -> None:
+    a, b = socket.socketpair()
+    with a, b:
+        reader = FrameReader(b, validate_host_frame)
+        a.sendall(encode(STDOUT) + encode(RESULT))
+        with pytest.raises(ProtocolError):  # a child frame is not a host frame
+            reader.next()
+        with pytest.raises(ProtocolError):
+            reader.next()
 
 
 def test_the_blocking_reader_reports_a_truncated_frame() -> None:
@@ -159,7 +177,7 @@ def test_the_blocking_reader_reports_a_truncated_frame() -> None:
         a.sendall(encode(RESULT)[:-2])
         a.shutdown(socket.SHUT_WR)
         with pytest.raises(ProtocolError, match="ended inside"):
-            recv_frame(b, validate_host_frame)
+            FrameReader(b, validate_host_frame).next()
 
 
 async def _decode_stream(data: bytes, validate: Validator) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._errors import ProtocolError
-from .._framing import Frame, encode, json_problem, json_size, recv_frame
+from .._framing import Frame, FrameReader, encode, json_problem, json_size
 from .._messages import MAX_CALL_ARGUMENTS_BYTES, validate_host_frame
 from ._outcome import ProgramStop
 
@@ -31,6 +31,7 @@ class Channel:
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
+        self._reader = FrameReader(sock, validate_host_frame)
         self._send_lock = threading.Lock()
         self._finished = False
 
@@ -62,12 +63,22 @@ class Channel:
 
     def recv(self) -> Frame:
         try:
-            frame = recv_frame(self._sock, validate_host_frame)
+            frame = self._reader.next()
         except (OSError, ProtocolError):
             os._exit(_EXIT_HOST_GONE)
         if frame is None:
             os._exit(_EXIT_HOST_GONE)
         return frame
+
+
+def _check_sizes(calls: list[tuple[str, dict[str, Any]]]) -> None:
+    for tool, arguments in calls:
+        size = json_size(arguments)
+        if size > MAX_CALL_ARGUMENTS_BYTES:
+            raise ValueError(
+                f"arguments of {tool!r} are {size} bytes as JSON, over the cap of "
+                f"{MAX_CALL_ARGUMENTS_BYTES} bytes per call"
+            )
 
 
 class ChannelTransport:
@@ -100,12 +111,6 @@ class ChannelTransport:
             problem = json_problem(arguments)
             if type(tool) is not str or problem is not None:
                 raise TypeError(f"arguments of {tool!r} must be JSON values: {problem}")
-            size = json_size(arguments)
-            if size > MAX_CALL_ARGUMENTS_BYTES:
-                raise ValueError(
-                    f"arguments of {tool!r} are {size} bytes as JSON, over the cap of "
-                    f"{MAX_CALL_ARGUMENTS_BYTES} bytes per call"
-                )
         if not calls:
             return []
         self._before_call()  # program output printed before the call reaches the host first
@@ -129,7 +134,12 @@ class ChannelTransport:
             try:
                 data = encode(frame)
             except ProtocolError as exc:  # the whole batch over the frame cap
+                _check_sizes(calls)
                 raise ValueError(f"this batch of {len(calls)} calls is too large: {exc}") from None
+            if len(data) > MAX_CALL_ARGUMENTS_BYTES:
+                # No call's arguments can be bigger than the (ASCII-escaped) frame: only a
+                # large frame needs them measured one by one.
+                _check_sizes(calls)
             self._next_id = first + len(calls)
             self._waiting.update(ids)
             # Sent while holding the lock so call frames leave in id order.
