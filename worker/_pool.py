@@ -114,6 +114,8 @@ class ChildPool:
         self._doomed: list[ChildHandle] = []
         self._last_key: RunKey | None = None
         self._refilling = False
+        self._compiled: tuple[int | None, str] | None = None
+        """(zygote pid, SDK module) the zygote was last asked to compile."""
         self._counter = 0
         # Unique per pool: two backends in one process must never share a run's cgroups.
         self._tag = secrets.token_hex(4)
@@ -151,6 +153,9 @@ class ChildPool:
 
         Raises ``WorkerError`` (with nothing left behind: sockets, scratch dir, cgroups)
         when the host cannot provide what a child needs, e.g. file descriptors."""
+        key = self._last_key
+        if key is not None:
+            self._precompile(key.sdk_module)
         self._counter += 1
         name = f"ptc-{os.getpid()}-{self._tag}-{self._counter}"
         sockets: list[socket.socket] = []
@@ -182,6 +187,16 @@ class ChildPool:
                 raise WorkerError(host_resource_error(exc)) from exc
             raise
         return ChildHandle(run=run, keeper=keeper, cgroups=cgroups, scratch=scratch)
+
+    def _precompile(self, module: str) -> None:
+        """The zygote compiles the SDK module in use once; the children forked after
+        share the code (a zygote restarted since is asked again)."""
+        if not self.zygote.alive():
+            self.zygote.start()
+        if self._compiled == (self.zygote.pid, module):
+            return
+        if self.zygote.compile(module):
+            self._compiled = (self.zygote.pid, module)
 
     async def spawn(self) -> ChildHandle:
         """Fork one contained child and wait for its ``ready``. Raises ``WorkerError``."""

@@ -10,6 +10,7 @@ A syscall from a foreign arch kills the process (libseccomp's default bad-arch a
 from __future__ import annotations
 
 import errno
+from typing import Any
 
 DENIED_SYSCALLS: tuple[str, ...] = (
     "socket",
@@ -65,11 +66,15 @@ def available() -> bool:
     return _sc is not None
 
 
-def install() -> tuple[str, ...]:
-    """Load the filter into the calling thread (sets no_new_privs); returns what it denies.
+_prepared: tuple[Any, tuple[str, ...]] | None = None
 
-    Raises ``OSError``/``ImportError`` when seccomp cannot be applied.
-    """
+
+def prepare() -> None:
+    """Build the filter now (the zygote does, once, before it forks): a child then only
+    loads it, about 0.2 ms instead of 0.9 ms here. Raises like :func:`install`."""
+    global _prepared
+    if _prepared is not None:
+        return
     sc = _sc
     if sc is None:
         raise OSError("libseccomp is not available")
@@ -83,5 +88,16 @@ def install() -> tuple[str, ...]:
         denied.append(name)
     filt.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, _CLONE_THREAD, 0))
     filt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    _prepared = (filt, (*denied, "clone(without CLONE_THREAD)", "clone3(ENOSYS)"))
+
+
+def install() -> tuple[str, ...]:
+    """Load the filter into the calling thread (sets no_new_privs); returns what it denies.
+
+    Raises ``OSError``/``ImportError`` when seccomp cannot be applied.
+    """
+    prepare()
+    assert _prepared is not None
+    filt, denied = _prepared
     filt.load()
-    return (*denied, "clone(without CLONE_THREAD)", "clone3(ENOSYS)")
+    return denied

@@ -8,6 +8,8 @@ socketpair; each request is one JSON message carrying two fds (the child's end o
 socketpair and the keeper's end of its own socketpair), forwarded by fork, so run data never
 passes through the zygote. There is no reply: the keeper introduces itself on its socket,
 and a failed fork is written there as ``{"error": str}`` (so requests never block the host).
+A message ``{"compile": module}`` (no fds) has the zygote compile an SDK module, so the
+children it forks afterwards share the code objects instead of compiling it each.
 """
 
 from __future__ import annotations
@@ -107,6 +109,13 @@ def _spawn(msg: dict[str, Any], fds: list[int], static: dict[str, Any]) -> None:
         _containment.keeper_main(cfg, fds[0], fds[1])
 
 
+def _compile(module: object) -> None:
+    from ._child._runtime import precompile_sdk
+
+    if isinstance(module, str) and precompile_sdk(module):
+        gc.freeze()  # the new objects too: a child's collections never touch their pages
+
+
 def main(control_fd: int) -> None:
     from . import _containment
 
@@ -115,6 +124,8 @@ def main(control_fd: int) -> None:
         return
     _containment.prctl(_containment.PR_SET_CHILD_SUBREAPER, 1)
     _preload()
+    with contextlib.suppress(OSError, RuntimeError, ValueError):
+        _containment.prepare()  # each child reports what it could not apply itself
     static: dict[str, Any] = {
         "read_only": read_only_paths(),
         "install_paths": [sys.base_prefix, sys.prefix, os.path.dirname(sys.executable)],
@@ -138,7 +149,11 @@ def main(control_fd: int) -> None:
         if not data:
             break
         try:
-            _spawn(json.loads(data), fds, static)
+            msg = json.loads(data)
+            if "compile" in msg:
+                _compile(msg["compile"])
+            else:
+                _spawn(msg, fds, static)
         except (ValueError, KeyError, TypeError):
             pass  # a malformed request: closing its fds tells the host
         finally:
@@ -199,6 +214,23 @@ class ZygoteClient:
         except OSError as exc:
             self.stop()
             raise WorkerError(f"zygote is not reachable: {exc!r}") from exc
+
+    def compile(self, module: str) -> bool:
+        """Have the zygote compile an SDK module for the children it forks from now on
+        (fire and forget). ``False`` when it was not sent: too large for one message, or
+        the channel is full or broken (a child then compiles the module itself)."""
+        msg = json.dumps({"compile": module}).encode()
+        if len(msg) > MAX_MESSAGE:
+            return False
+        if not self.alive():
+            self.start()
+        control = self._control
+        assert control is not None
+        try:
+            control.send(msg)
+        except OSError:
+            return False
+        return True
 
     def stop(self) -> None:
         """Close the control channel (the zygote exits on EOF), then kill and reap it."""

@@ -359,3 +359,19 @@ def test_frames_are_all_valid_json_objects() -> None:
     assert run.done["value"] == "é"
     assert "lone surrogate" in run.stdout
     json.dumps(run.frames)
+
+
+def test_precompiled_modules_are_bounded_and_broken_ones_left_to_the_child(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from worker._child import _runtime
+
+    monkeypatch.setattr(_runtime, "_PRECOMPILED", {})
+    modules = [f"X = {i}\n" for i in range(_runtime.PRECOMPILED_SDKS + 2)]
+    for module in modules:
+        assert _runtime.precompile_sdk(module)
+    assert list(_runtime._PRECOMPILED) == modules[-_runtime.PRECOMPILED_SDKS :]
+    assert not _runtime.precompile_sdk("def (:\n")
+    loaded = _runtime.load_sdk("def (:\n")
+    assert isinstance(loaded.error, SyntaxError)
+

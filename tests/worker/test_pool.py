@@ -82,3 +82,18 @@ async def test_changed_limits_are_never_served_by_a_child_primed_for_others(
     )
     out = await backend.run(tighter, on_calls=echo_calls)
     assert out.ok and out.value == 128 + 1024, out  # RLIMIT_AS = memory + 1 GiB backstop
+
+
+async def test_the_zygote_compiles_the_sdk_in_use_and_runs_stay_right_across_sdks(
+    backend: SubprocessBackend,
+) -> None:
+    code = "return [hasattr(tools, 'echo'), hasattr(tools, 'other')]"
+    for sdk, want in [(SDK, [True, False]), (OTHER_SDK, [False, True]), (SDK, [True, False])]:
+        for _ in range(3):
+            out = await backend.run(request(code, sdk), on_calls=echo_calls)
+            assert out.ok and out.value == want, out
+    # A module the zygote cannot compile is left to the child, which reports it.
+    broken = SDK + "\ndef (:\n"
+    out = await backend.run(request("return 1", broken), on_calls=echo_calls)
+    assert out.kind == "exception" and "SDK module failed to load" in out.detail
+    assert (await backend.run(request(code), on_calls=echo_calls)).value == [True, False]

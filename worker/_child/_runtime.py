@@ -12,6 +12,7 @@ import os
 import socket
 import sys
 import threading
+from types import CodeType
 from typing import Any, NoReturn
 
 from .._errors import ProtocolError
@@ -26,6 +27,9 @@ _EXIT_BAD_START = 71
 _EXIT_CRASH = 72
 _FLUSH_BYTES = 8192
 _SDK_NAMES = ("tools", "parallel", "ToolCallError")
+PRECOMPILED_SDKS = 4
+"""How many SDK modules the zygote keeps compiled (the most recent ones)."""
+_PRECOMPILED: dict[str, CodeType] = {}
 
 
 class FrameWriter(io.TextIOBase):
@@ -169,12 +173,30 @@ class LoadedSdk:
         self.error = error
 
 
+def precompile_sdk(module: str) -> bool:
+    """Compile an SDK module ahead of the children that will load it (the zygote does,
+    before it forks them): they then execute the code objects, shared pages, instead of
+    compiling the module each (about 3 ms and 1.5 MiB per child here). Compiling runs
+    nothing. A module that does not compile is left to the child, which reports why."""
+    if module in _PRECOMPILED:
+        return True
+    try:
+        code = compile(module, "<sdk>", "exec")
+    except Exception:  # noqa: BLE001 - SyntaxError, RecursionError, ...: the child says
+        return False
+    while len(_PRECOMPILED) >= PRECOMPILED_SDKS:
+        del _PRECOMPILED[next(iter(_PRECOMPILED))]
+    _PRECOMPILED[module] = code
+    return True
+
+
 def load_sdk(module: str) -> LoadedSdk:
-    """Compile and execute the worker module; its transport is bound later, at ``start``
-    (the module reads ``__transport__`` only when a tool is called)."""
+    """Execute the worker module (compiled by the zygote, or now); its transport is bound
+    later, at ``start`` (the module reads ``__transport__`` only when a tool is called)."""
     names: dict[str, Any] = {"__transport__": None, "__name__": "ptc_sdk"}
     try:
-        exec(compile(module, "<sdk>", "exec"), names)
+        code = _PRECOMPILED.get(module)
+        exec(code if code is not None else compile(module, "<sdk>", "exec"), names)
     except BaseException as exc:  # noqa: BLE001 - a broken SDK is the run's failure
         return LoadedSdk(names, exc)
     return LoadedSdk(names, None)
