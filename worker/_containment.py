@@ -25,6 +25,7 @@ import contextlib
 import ctypes
 import dataclasses
 import errno
+import functools
 import math
 import os
 import resource
@@ -228,6 +229,8 @@ def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
     early_mount = False
     resizer: _Resizer | None = None
     scratch_error = "no mount namespace" if cfg["namespaces"] else "namespaces off"
+    # The run's size when the host knew the run's limits when it asked for this child.
+    sized: int | None = cfg.get("scratch_mib")
     if cfg["namespaces"] and root:
         # As root the scratch tmpfs is mounted in the initial user namespace, before the
         # child's own exists: it needs no id map, and the child cannot unmount it.
@@ -238,9 +241,9 @@ def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
             scratch_error = str(exc)
         if early_mount:
             scratch_error = mount_scratch(
-                cfg["scratch"], INITIAL_SCRATCH_MIB, uid=owner[0], gid=owner[1]
+                cfg["scratch"], sized or INITIAL_SCRATCH_MIB, uid=owner[0], gid=owner[1]
             )
-        if early_mount and not scratch_error:
+        if early_mount and not scratch_error and sized is None:
             # Only a process still in the initial user namespace may resize this tmpfs
             # once the keeper has its own user namespace: a helper that waits for one size.
             resizer = _start_resizer(cfg["scratch"], keep=(run_fd, keeper_fd))
@@ -277,10 +280,18 @@ def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
         resize: Callable[[int], str] = lambda mib: "no scratch tmpfs"  # noqa: E731
     elif resizer is not None:
         resize = resizer.resize
+    elif early_mount and sized is not None:
+        resize = functools.partial(_sized_already, sized)
     else:
         scratch = cfg["scratch"]
         resize = lambda mib: resize_scratch(scratch, mib)  # noqa: E731
     return _keep(child, socket.socket(fileno=keeper_fd), bool(cfg["rlimits"]), resize)
+
+
+def _sized_already(sized: int, mib: int) -> str:
+    if mib == sized:
+        return ""
+    return f"the scratch tmpfs was made for {sized} MiB, and cannot be resized to {mib} MiB"
 
 
 class _Resizer:

@@ -127,7 +127,7 @@ class ChildPool:
 
     # --- making children --------------------------------------------------------------
 
-    def _cfg(self, scratch: str, cgroups: RunCgroups) -> dict[str, Any]:
+    def _cfg(self, scratch: str, cgroups: RunCgroups, key: RunKey | None) -> dict[str, Any]:
         c = self.containment
         groups = [
             [n, os.path.join(p, "cgroup.procs")]
@@ -146,14 +146,16 @@ class ChildPool:
             "landlock": c.landlock,
             "seccomp": c.seccomp,
             "drop_privileges": c.drop_privileges,
+            # Known now: the tmpfs is made at the run's size (no resizer process later).
+            "scratch_mib": key.scratch_mib if key is not None else None,
         }
 
-    async def request(self) -> ChildHandle:
-        """Ask the zygote for one child without waiting for it (the handshake comes later).
+    async def request(self, key: RunKey | None) -> ChildHandle:
+        """Ask the zygote for one child for runs of ``key`` (``None``: not known yet)
+        without waiting for it (the handshake comes later).
 
         Raises ``WorkerError`` (with nothing left behind: sockets, scratch dir, cgroups)
         when the host cannot provide what a child needs, e.g. file descriptors."""
-        key = self._last_key
         if key is not None:
             self._precompile(key.sdk_module)
         self._counter += 1
@@ -170,7 +172,7 @@ class ChildPool:
                     cgroups = RunCgroups.create(name)
                 run_host, run_child, keep_host, keep_child = sockets
                 self.zygote.request(
-                    self._cfg(scratch, cgroups), [run_child.fileno(), keep_child.fileno()]
+                    self._cfg(scratch, cgroups, key), [run_child.fileno(), keep_child.fileno()]
                 )
             finally:
                 for far_end in sockets[1::2]:
@@ -198,9 +200,10 @@ class ChildPool:
         if self.zygote.compile(module):
             self._compiled = (self.zygote.pid, module)
 
-    async def spawn(self) -> ChildHandle:
-        """Fork one contained child and wait for its ``ready``. Raises ``WorkerError``."""
-        child = await self.request()
+    async def spawn(self, key: RunKey | None = None) -> ChildHandle:
+        """Fork one contained child (for runs of ``key``, when known) and wait for its
+        ``ready``. Raises ``WorkerError``."""
+        child = await self.request(key)
         await child.handshake(SPAWN_TIMEOUT_S)
         return child
 
@@ -273,7 +276,7 @@ class ChildPool:
                 entry.key, entry.primed = key, anyio.Event()
                 await self._start_priming(entry)
         while len(self._pool) < self.containment.pool_size and not self.closed:
-            entry = _Entry(await self.request(), self._last_key)
+            entry = _Entry(await self.request(key), key)
             self._pool.append(entry)
             await self._start_priming(entry)
 
@@ -332,7 +335,7 @@ class ChildPool:
             # shifts the pool toward the keys in use.
             self._retire(self._pool.pop(0))
         self.refill_soon()
-        return await self.spawn(), None
+        return await self.spawn(key), None
 
     def _retire(self, entry: _Entry) -> None:
         """Close a pooled child in the background once its priming is over."""
