@@ -358,6 +358,11 @@ class ChildPool:
                 self.refill_soon()
 
             child.signal_kill()
+            if not self._pool:
+                # Runs come faster than children: the replacement is asked for now, not
+                # after the teardown. (Otherwise later: the refill's work on the event
+                # loop then never delays the result of the run that just ended.)
+                self.refill_soon()
             if self.chores.start(teardown, "teardown"):
                 return
         await child.close(self.janitor)
