@@ -364,17 +364,18 @@ class ProgramRun:
 
     async def _log(self, call: ToolCall, result: ToolResult, duration_ms: float) -> dict[str, JSON]:
         """Log the call (through the dispatch-log waterfall) and return its log record."""
-        entry = DispatchLogEntry(
-            execution=self.execution,
-            sub_call_id=call.call_id or "",
-            name=call.name,
-            arguments=thaw(dict(call.arguments)),  # a copy independent of the dispatched one
-            is_error=result.is_error,
-            content=result.content,
-        )
+        arguments = thaw(dict(call.arguments))  # a copy independent of the dispatched one
         content: Sequence[ContentBlock] = result.content
         listeners = call_site(self.scope).listeners(DISPATCH_LOG)
         if listeners:
+            entry = DispatchLogEntry(
+                execution=self.execution,
+                sub_call_id=call.call_id or "",
+                name=call.name,
+                arguments=arguments,
+                is_error=result.is_error,
+                content=result.content,
+            )
 
             async def original(_: DispatchLogEntry) -> Sequence[ContentBlock]:
                 return result.content
@@ -388,7 +389,7 @@ class ProgramRun:
                 content = result.content
         error_code = result.error.code if result.error is not None else None
         record = _log_record(
-            call, entry.arguments, error_code, thaw(list(content)), duration_ms, replayed=False
+            call, arguments, error_code, thaw(list(content)), duration_ms, replayed=False
         )
         self.dispatch_log.append(record)
         return record
