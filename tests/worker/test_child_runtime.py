@@ -101,6 +101,7 @@ def run_child(
     limits: Limits | None = None,
     handler: Handler = default_handler,
     sdk: str = SDK,
+    preload: bool = False,
 ) -> Run:
     host, child = socket.socketpair()
     boot = (
@@ -117,13 +118,19 @@ def run_child(
             stderr=subprocess.DEVNULL,
         )
         child.close()
-        frames = _drive(host, code, sdk, profile, limits or Limits(), handler)
+        frames = _drive(host, code, sdk, profile, limits or Limits(), handler, preload)
         returncode = proc.wait(timeout=30)
     return Run(frames=frames, returncode=returncode)
 
 
 def _drive(
-    host: socket.socket, code: str, sdk: str, profile: str, limits: Limits, handler: Handler
+    host: socket.socket,
+    code: str,
+    sdk: str,
+    profile: str,
+    limits: Limits,
+    handler: Handler,
+    preload: bool,
 ) -> list[dict[str, Any]]:
     decoder = FrameDecoder(validate_child_frame)
     frames: list[dict[str, Any]] = []
@@ -136,10 +143,12 @@ def _drive(
         for frame in decoder.feed(data):
             frames.append(frame)
             if frame["type"] == "ready":
+                if preload:  # as a pool primes a child: the module first, then start
+                    host.sendall(encode({"type": "sdk", "module": sdk}))
                 start = {
                     "type": "start",
                     "code": code,
-                    "sdk_module": sdk,
+                    "sdk_module": "" if preload else sdk,
                     "profile": profile,
                     "limits": dataclasses.asdict(limits),
                 }
@@ -375,3 +384,16 @@ def test_precompiled_modules_are_bounded_and_broken_ones_left_to_the_child(
     loaded = _runtime.load_sdk("def (:\n")
     assert isinstance(loaded.error, SyntaxError)
 
+
+def test_a_child_primed_with_an_sdk_frame_runs_in_a_clean_namespace() -> None:
+    # While it waits, a primed child runs its own code paths once (off the run's critical
+    # path); none of that may show in the program's namespace, output or calls.
+    code = (
+        "print('hi')\nn = tools.add(a=1, b=2)\n"
+        "return [n, sorted(k for k in globals() if not k.startswith('__'))]"
+    )
+    run = run_child(code, preload=True)
+    assert run.done["ok"], run.done
+    assert run.done["value"] == [3, ["ToolCallError", "parallel", "tools"]]
+    assert run.stdout == "hi\n"
+    assert [[c["id"] for c in f["calls"]] for f in run.of("call")] == [[1]]

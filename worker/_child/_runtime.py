@@ -16,10 +16,10 @@ from types import CodeType
 from typing import Any, NoReturn
 
 from .._errors import ProtocolError
-from .._framing import scrub_text
+from .._framing import encode, scrub_text
 from .._messages import MAX_LOG_MESSAGE_CHARS, MAX_LOG_NAME_CHARS
 from .._types import Limits
-from ._outcome import ProgramResult, ProgramStop, cap_text
+from ._outcome import ProgramResult, ProgramStop, cap_text, check_result
 from ._program import run_program
 from ._transport import Channel, ChannelTransport
 
@@ -146,7 +146,8 @@ def serve(sock: socket.socket, enforcement: dict[str, Any]) -> NoReturn:
     """Speak the protocol on ``sock`` for one run, then exit the process.
 
     After ``ready`` the host may send ``sdk`` (while the child waits in the pool: the SDK
-    module is compiled and executed then, off the run's critical path) and then ``start``,
+    module is executed, compiled by the zygote or now, and the run's code paths warmed up,
+    all off the run's critical path) and then ``start``,
     whose ``sdk_module`` is empty in that case; or ``start`` alone, carrying the module."""
     try:
         channel = Channel(sock)
@@ -155,6 +156,7 @@ def serve(sock: socket.socket, enforcement: dict[str, Any]) -> NoReturn:
         sdk: LoadedSdk | None = None
         if frame["type"] == "sdk":
             sdk = load_sdk(frame["module"])
+            _warm_up()
             frame = channel.recv()
         if frame["type"] != "start" or (sdk is not None and frame["sdk_module"]):
             os._exit(_EXIT_BAD_START)
@@ -163,6 +165,17 @@ def serve(sock: socket.socket, enforcement: dict[str, Any]) -> NoReturn:
     except BaseException:  # noqa: BLE001 - the host reports worker-exit; nothing to print to
         os._exit(_EXIT_CRASH)
     os._exit(0)
+
+
+def _warm_up() -> None:
+    """Run the run's own code paths once while the child waits in the pool: the pages they
+    write (reference counts, mostly) are copied from the zygote's now, not during the run
+    (about 0.3 ms of page faults here; the price is about 0.35 MiB more per pooled child).
+    Nothing of it is left where a program could see it."""
+    run_program("x = [1]\nx", profile="python", names={}, result_bytes=1 << 20)
+    check_result({"a": [1, "b", 1.5, None, True]}, result_bytes=1 << 20)
+    encode({"type": "done", "ok": True, "value": 1})
+    Limits()
 
 
 class LoadedSdk:
