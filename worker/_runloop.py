@@ -162,7 +162,11 @@ class RunLoop:
                     kill = ("preflight", f"the program and its SDK cannot be sent: {exc.detail}")
                 else:
                     try:
-                        await child.send(data)
+                        # Written at once when the socket takes it (a program and a
+                        # pre-loaded SDK's start frame usually does): no event-loop round.
+                        sent = child.send_nowait(data)
+                        if sent < len(data):
+                            await child.send(data[sent:])
                         timing_mark("start")
                         kill = await self._frames(child, tg)
                     except (anyio.BrokenResourceError, OSError):

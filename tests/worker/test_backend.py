@@ -25,6 +25,7 @@ from tests.security._support import (
 )
 from worker import (
     DIMENSIONS,
+    MAX_PROGRAM_BYTES,
     CallBatch,
     CallReply,
     CallRequest,
@@ -125,6 +126,15 @@ async def test_a_handler_exception_propagates_and_kills_the_run(
     request = RunRequest(code="tools.echo()", sdk_module=SDK, limits=SHORT)
     with pytest.raises(RuntimeError, match="host bug"):
         await backend.run(request, on_calls=broken)
+
+
+async def test_a_start_frame_larger_than_the_socket_buffer_arrives_whole(
+    backend: SubprocessBackend,
+) -> None:
+    # What the socket does not take at once is sent after it, in order.
+    size = MAX_PROGRAM_BYTES - 100
+    out = await run(backend, f"x = '{'a' * (size - 30)}'\nreturn len(x)")
+    assert out.ok and out.value == size - 30, out
 
 
 class Starter:
