@@ -8,8 +8,9 @@ socketpair; each request is one JSON message carrying two fds (the child's end o
 socketpair and the keeper's end of its own socketpair), forwarded by fork, so run data never
 passes through the zygote. There is no reply: the keeper introduces itself on its socket,
 and a failed fork is written there as ``{"error": str}`` (so requests never block the host).
-A message ``{"compile": module}`` (no fds) has the zygote compile an SDK module, so the
-children it forks afterwards share the code objects instead of compiling it each.
+A message ``{"compile": true}`` carrying one fd (a memfd holding an SDK module's
+UTF-8 text) has the zygote compile the module, so the children it forks afterwards share
+the code objects instead of compiling it each.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ PRELOAD: tuple[str, ...] = (
 )
 """Imported by the zygote before it forks, so a child never reads them from disk."""
 MAX_MESSAGE = 1 << 20
+MAX_SDK_MODULE_BYTES = 64 << 20
+"""Largest SDK module the zygote compiles (a bigger one is compiled by each child)."""
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 """The ``worker`` package's directory (found without importing the package itself)."""
 
@@ -109,6 +112,20 @@ def _spawn(msg: dict[str, Any], fds: list[int], static: dict[str, Any]) -> None:
         _containment.keeper_main(cfg, fds[0], fds[1])
 
 
+def _read_module(fd: int) -> str | None:
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := os.read(fd, 1 << 20):
+        size += len(chunk)
+        if size > MAX_SDK_MODULE_BYTES:
+            return None
+        chunks.append(chunk)
+    try:
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def _compile(module: object) -> None:
     from ._child._runtime import precompile_sdk
 
@@ -151,7 +168,8 @@ def main(control_fd: int) -> None:
         try:
             msg = json.loads(data)
             if "compile" in msg:
-                _compile(msg["compile"])
+                if len(fds) == 1:
+                    _compile(_read_module(fds[0]))
             else:
                 _spawn(msg, fds, static)
         except (ValueError, KeyError, TypeError):
@@ -217,19 +235,30 @@ class ZygoteClient:
 
     def compile(self, module: str) -> bool:
         """Have the zygote compile an SDK module for the children it forks from now on
-        (fire and forget). ``False`` when it was not sent: too large for one message, or
-        the channel is full or broken (a child then compiles the module itself)."""
-        msg = json.dumps({"compile": module}).encode()
-        if len(msg) > MAX_MESSAGE:
+        (fire and forget; the text travels in a memfd, whatever its size). ``False`` when
+        it was not sent: too large, or the channel is full or broken (each child then
+        compiles the module itself)."""
+        data = module.encode("utf-8", "surrogatepass")
+        if len(data) > MAX_SDK_MODULE_BYTES:
             return False
         if not self.alive():
             self.start()
         control = self._control
         assert control is not None
         try:
-            control.send(msg)
+            fd = os.memfd_create("ptc-sdk-module", os.MFD_CLOEXEC)
         except OSError:
             return False
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.lseek(fd, 0, os.SEEK_SET)
+            socket.send_fds(control, [b'{"compile": true}'], [fd])
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
         return True
 
     def stop(self) -> None:

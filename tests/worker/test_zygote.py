@@ -21,7 +21,7 @@ def test_a_precompiled_sdk_module_is_executed_without_compiling_it_again(
 
     monkeypatch.setattr(_runtime, "_PRECOMPILED", {})
     module = SDK + "\nMARK = 'precompiled'\n"
-    _compile(module)  # what the zygote does with {"compile": module}
+    _compile(module)  # what the zygote does with the module a compile message carries
     assert module in _runtime._PRECOMPILED
 
     def no_compile(*args: object, **kwargs: object) -> None:
@@ -32,16 +32,30 @@ def test_a_precompiled_sdk_module_is_executed_without_compiling_it_again(
     assert loaded.error is None and loaded.names["MARK"] == "precompiled"
 
 
-def test_the_zygote_client_does_not_send_a_module_too_large_for_one_message() -> None:
-    from worker._zygote import MAX_MESSAGE, ZygoteClient
+def test_the_zygote_client_sends_large_modules_and_refuses_only_oversized_ones() -> None:
+    from worker._zygote import MAX_SDK_MODULE_BYTES, ZygoteClient
 
     client = ZygoteClient()
     try:
-        assert not client.compile("X = 1\n" + "#" * MAX_MESSAGE)
-        assert client.compile("X = 1\n")
+        # Far over what one control message (or a socket buffer) holds: it goes in a memfd.
+        assert client.compile("X = 1\n" + "#" * (4 << 20))
+        assert not client.compile("#" * (MAX_SDK_MODULE_BYTES + 1))
+        assert client.alive()
     finally:
         client.stop()
 
+
+def test_the_zygote_reads_a_module_from_its_fd() -> None:
+    from worker._zygote import _read_module
+
+    for text, want in [("X = 'é'\n" * 1000, "X = 'é'\n" * 1000), ("\udc80", None)]:
+        fd = os.memfd_create("t")
+        try:
+            os.write(fd, text.encode("utf-8", "surrogatepass"))
+            os.lseek(fd, 0, os.SEEK_SET)
+            assert _read_module(fd) == want
+        finally:
+            os.close(fd)
 
 
 def test_a_child_loads_the_seccomp_filter_the_zygote_prepared() -> None:
