@@ -3,7 +3,8 @@
 A :class:`ChildHandle` is made as soon as the zygote was asked for a child (the sockets
 exist, the processes may not yet). :meth:`ChildHandle.handshake` waits for the keeper's
 hello and the child's ``ready``; afterwards the run loop reads frames with
-:meth:`~ChildHandle.next_frame` and writes with :meth:`~ChildHandle.send`. Keeper lines are
+:meth:`~ChildHandle.next_frame` (pulled) or :meth:`~ChildHandle.push_frames` (handed to it
+from the event loop's reader callback) and writes with :meth:`~ChildHandle.send`. Keeper lines are
 read only here (``_keeper_lines`` parses them); the exit report is kept for whoever asks.
 :meth:`~ChildHandle.close` kills the tree, confirms it is gone and releases everything.
 """
@@ -18,6 +19,7 @@ import shutil
 import signal
 import socket
 from collections import deque
+from collections.abc import Callable
 
 import anyio
 import anyio.lowlevel
@@ -25,7 +27,7 @@ from anyio.abc import SocketAttribute, SocketStream
 
 from . import _enforcement
 from ._cgroups import CgroupJanitor, RunCgroups
-from ._errors import WorkerError
+from ._errors import ProtocolError, WorkerError
 from ._framing import Frame, FrameDecoder, encode
 from ._keeper_lines import (
     ExitReport,
@@ -178,6 +180,60 @@ class ChildHandle:
                 return None
             self._frames.extend(self._decoder.feed(data))
         return self._frames.popleft()
+
+    async def push_frames(self, handle: Callable[[Frame], bool]) -> bool:
+        """Hand every frame to ``handle`` as it arrives, until ``handle`` says stop
+        (``False``: returns ``True``; frames read after it are dropped, the caller is done
+        with the stream) or the stream ends (returns ``False``); ``ProtocolError`` if a
+        frame is malformed.
+
+        On asyncio the frames are read and handled in the loop's reader callback, one read
+        (at most 64 KiB) per readiness, so a flooding child cannot starve the loop; the
+        caller's task only waits for the end. Elsewhere it pulls with :meth:`next_frame`.
+        ``handle`` must not block; it runs outside any task."""
+        while self._frames:  # read before (the handshake's read may have brought more)
+            if not handle(self._frames.popleft()):
+                return True
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            while (frame := await self.next_frame()) is not None:
+                if not handle(frame):
+                    return True
+            return False
+        ended: asyncio.Future[bool] = loop.create_future()
+
+        def readable() -> None:
+            if ended.done():
+                return
+            try:
+                data = self._raw.recv(_RECEIVE_BYTES)
+            except BlockingIOError:
+                return
+            except OSError:  # reset, or closed under us: the end of the stream
+                data = b""
+            try:
+                if not data:
+                    self._decoder.eof()
+                    ended.set_result(False)
+                    return
+                for frame in self._decoder.feed(data):
+                    if not handle(frame):
+                        ended.set_result(True)
+                        return
+            except ProtocolError as exc:
+                ended.set_exception(exc)
+            except BaseException as exc:  # a bug in handle(): raised in the caller's task
+                ended.set_exception(exc)
+
+        self._unwatch()
+        fd = self._raw.fileno()
+        loop.add_reader(fd, readable)
+        self._watching = (loop, fd)
+        try:
+            return await ended
+        finally:
+            self._unwatch()
 
     async def _readable(self) -> None:
         """Wait until the run channel is readable.

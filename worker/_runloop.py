@@ -190,61 +190,88 @@ class RunLoop:
             self._scope.cancel()
 
     async def _frames(self, child: ChildHandle, tg: anyio.abc.TaskGroup) -> Kill | None:
-        limits = self.request.limits
-        while True:
-            try:
-                frame = await child.next_frame()
-            except ProtocolError as exc:
-                return ("protocol", exc.detail)
-            if frame is None:
-                timing_mark("eof")
-                self._eof = True
-                return None if self.done is not None else await self._death(child)
-            kind = frame["type"]
-            if self.done is not None:
-                return ("protocol", f"{kind!r} frame after done")
-            if kind == "ready":
-                return ("protocol", "second ready frame")
-            if kind == "call":
-                for call in frame["calls"]:
-                    if call["id"] <= self.last_id:
-                        return ("protocol", f"call id {call['id']} does not increase")
-                    self.last_id = call["id"]
-                    problem = _arguments_problem(call["arguments"])
-                    if problem is not None:
-                        return ("protocol", f"call {call['id']}: {problem}")
-                    scrub_surrogates(call)
-                self.calls += len(frame["calls"])
-                if self.calls > limits.max_calls:
-                    return ("call-limit", f"more than {limits.max_calls} tool calls")
-                requests = [
-                    CallRequest(id=c["id"], tool=c["tool"], arguments=c["arguments"])
-                    for c in frame["calls"]
-                ]
-                if self._starter is not None:
-                    self._starter.start(_Batch(self, child, requests))
-                else:
-                    tg.start_soon(self._dispatch, child, requests)
-            elif kind == "stdout":
-                data = scrub_text(frame["data"])
-                if not self.capture.feed(data) or not self._within_stream():
-                    return ("output-limit", self._stream_detail())
-                if self.on_stdout is not None:
-                    self.on_stdout(data)
-            elif kind == "log":
-                record = scrub_surrogates(frame["record"])
-                self.log_bytes += len(record["msg"].encode("utf-8"))
-                if not self._within_stream():
-                    return ("output-limit", self._stream_detail())
-                _emit_log(record)
-            elif kind == "done":
-                timing_mark("done")
-                problem = self._done_problem(frame)
-                if problem is not None:
-                    return ("protocol", problem)
-                self.done = scrub_surrogates(frame)
+        """Read frames until a kill or the end of the stream.
+
+        A :class:`CallStarter`'s run is pushed its frames: on asyncio each readable socket
+        is read and its frames handled in the loop's callback, so a nested call costs no
+        wake-up of this task. Otherwise this task pulls them one by one."""
+        kill: list[Kill] = []
+
+        def handle(frame: Frame) -> bool:
+            problem = self._handle(frame, child, tg)
+            if problem is not None:
+                kill.append(problem)
+                return False
+            return True
+
+        try:
+            if self._starter is not None:
+                stopped = await child.push_frames(handle)
             else:
-                return ("protocol", f"unexpected {kind!r} frame from the child")
+                stopped = False
+                while (frame := await child.next_frame()) is not None:
+                    if not handle(frame):
+                        stopped = True
+                        break
+        except ProtocolError as exc:
+            return ("protocol", exc.detail)
+        if stopped:
+            return kill[0]
+        timing_mark("eof")
+        self._eof = True
+        return None if self.done is not None else await self._death(child)
+
+    def _handle(
+        self, frame: Frame, child: ChildHandle, tg: anyio.abc.TaskGroup
+    ) -> Kill | None:
+        """One frame in its place in the run: ``None`` to go on, else why the run ends."""
+        limits = self.request.limits
+        kind = frame["type"]
+        if self.done is not None:
+            return ("protocol", f"{kind!r} frame after done")
+        if kind == "ready":
+            return ("protocol", "second ready frame")
+        if kind == "call":
+            for call in frame["calls"]:
+                if call["id"] <= self.last_id:
+                    return ("protocol", f"call id {call['id']} does not increase")
+                self.last_id = call["id"]
+                problem = _arguments_problem(call["arguments"])
+                if problem is not None:
+                    return ("protocol", f"call {call['id']}: {problem}")
+                scrub_surrogates(call)
+            self.calls += len(frame["calls"])
+            if self.calls > limits.max_calls:
+                return ("call-limit", f"more than {limits.max_calls} tool calls")
+            requests = [
+                CallRequest(id=c["id"], tool=c["tool"], arguments=c["arguments"])
+                for c in frame["calls"]
+            ]
+            if self._starter is not None:
+                self._starter.start(_Batch(self, child, requests))
+            else:
+                tg.start_soon(self._dispatch, child, requests)
+        elif kind == "stdout":
+            data = scrub_text(frame["data"])
+            if not self.capture.feed(data) or not self._within_stream():
+                return ("output-limit", self._stream_detail())
+            if self.on_stdout is not None:
+                self.on_stdout(data)
+        elif kind == "log":
+            record = scrub_surrogates(frame["record"])
+            self.log_bytes += len(record["msg"].encode("utf-8"))
+            if not self._within_stream():
+                return ("output-limit", self._stream_detail())
+            _emit_log(record)
+        elif kind == "done":
+            timing_mark("done")
+            problem = self._done_problem(frame)
+            if problem is not None:
+                return ("protocol", problem)
+            self.done = scrub_surrogates(frame)
+        else:
+            return ("protocol", f"unexpected {kind!r} frame from the child")
+        return None
 
     def _within_stream(self) -> bool:
         """Stdout and log records together stay within ``stream_bytes``."""

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import struct
 import tempfile
 import time
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from anyio.abc import UNIXSocketStream
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.security._support import SDK, echo_calls
-from worker import Limits, RunOutcome, RunRequest
+from worker import CallBatch, CallReply, CallRequest, Limits, RunOutcome, RunRequest
 from worker._cgroups import RunCgroups
 from worker._child_handle import ChildHandle
 from worker._framing import MAX_FRAME_BYTES
@@ -28,8 +31,40 @@ def frame(obj: Any) -> bytes:
     return struct.pack(">I", len(body)) + body
 
 
-async def drive(data: bytes, limits: Limits | None = None) -> RunOutcome:
-    """Feed ``data`` as everything a child sends after ``ready``, then EOF."""
+class EchoStarter:
+    """``echo_calls`` as a :class:`worker.CallStarter`: the run loop is then pushed the
+    child's frames (from the asyncio reader callback) instead of pulling them."""
+
+    def __init__(self) -> None:
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def __call__(self, calls: Sequence[CallRequest]) -> Sequence[CallReply]:
+        return await echo_calls(calls)
+
+    def start(self, batch: CallBatch) -> None:
+        async def answer() -> None:
+            await batch.reply(await echo_calls(batch.calls))
+
+        task = asyncio.get_running_loop().create_task(answer())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+
+MODES = ("pull", "push")
+each_mode = pytest.mark.parametrize("mode", MODES)
+
+
+async def drive(
+    data: bytes,
+    limits: Limits | None = None,
+    mode: str = "pull",
+    *,
+    eof: bool = True,
+    wall: float = 2.0,
+    beside: Callable[[], Coroutine[Any, Any, None]] | None = None,
+) -> RunOutcome:
+    """Feed ``data`` as everything a child sends after ``ready``, then EOF (unless not
+    ``eof``); ``beside`` runs alongside until the run ends."""
     host, fake_child = socket.socketpair()
     keeper_host, keeper_child = socket.socketpair()
     keeper_child.close()  # no keeper: the exit status is unknown
@@ -42,17 +77,26 @@ async def drive(data: bytes, limits: Limits | None = None) -> RunOutcome:
     request = RunRequest(code="return 1", sdk_module=SDK, limits=limits or Limits(wall_seconds=2))
     now = time.monotonic()
     loop = RunLoop(
-        request, on_calls=echo_calls, on_stdout=None, abort=None, deadline=now + 2, started=now
+        request,
+        on_calls=EchoStarter() if mode == "push" else echo_calls,
+        on_stdout=None,
+        abort=None,
+        deadline=now + wall,
+        started=now,
     )
 
     async def feed() -> None:
         await anyio.to_thread.run_sync(fake_child.sendall, data)
-        fake_child.shutdown(socket.SHUT_WR)
+        if eof:
+            fake_child.shutdown(socket.SHUT_WR)
 
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(feed)
+            if beside is not None:
+                tg.start_soon(beside)
             outcome = await loop.drive(child)
+            tg.cancel_scope.cancel()
         return loop.finish(outcome, child)
     finally:
         await child.close()
@@ -83,39 +127,44 @@ CALL1 = frame({"type": "call", "calls": [{"id": 1, "tool": "echo", "arguments": 
         pytest.param(struct.pack(">I", 100) + b"{", "", id="truncated"),
     ],
 )
+@each_mode
 @pytest.mark.anyio
-async def test_forged_frames_are_protocol_errors(data: bytes, needle: str) -> None:
-    out = await drive(data)
+async def test_forged_frames_are_protocol_errors(data: bytes, needle: str, mode: str) -> None:
+    out = await drive(data, mode=mode)
     assert out.kind == "protocol"
     assert needle in out.detail
 
 
+@each_mode
 @pytest.mark.anyio
-async def test_a_well_formed_conversation_succeeds() -> None:
-    out = await drive(frame({"type": "stdout", "data": "hello\n"}) + DONE)
+async def test_a_well_formed_conversation_succeeds(mode: str) -> None:
+    out = await drive(frame({"type": "stdout", "data": "hello\n"}) + DONE, mode=mode)
     assert out.ok and out.value == 1 and out.output.text == "hello\n"
 
 
+@each_mode
 @pytest.mark.anyio
-async def test_the_host_counts_calls_itself() -> None:
+async def test_the_host_counts_calls_itself(mode: str) -> None:
     calls = b"".join(
         frame({"type": "call", "calls": [{"id": i, "tool": "echo", "arguments": {}}]})
         for i in range(1, 5)
     )
-    out = await drive(calls, Limits(wall_seconds=2, max_calls=3))
+    out = await drive(calls, Limits(wall_seconds=2, max_calls=3), mode)
     assert out.kind == "call-limit"
 
 
+@each_mode
 @pytest.mark.anyio
-async def test_the_host_counts_stream_bytes_itself() -> None:
+async def test_the_host_counts_stream_bytes_itself(mode: str) -> None:
     data = frame({"type": "stdout", "data": "x" * 5000}) * 3
-    out = await drive(data, Limits(wall_seconds=2, output_bytes=100, stream_bytes=10_000))
+    out = await drive(data, Limits(wall_seconds=2, output_bytes=100, stream_bytes=10_000), mode)
     assert out.kind == "output-limit"
 
 
+@each_mode
 @pytest.mark.anyio
-async def test_eof_without_done_is_a_worker_exit() -> None:
-    out = await drive(frame({"type": "stdout", "data": "partial"}))
+async def test_eof_without_done_is_a_worker_exit(mode: str) -> None:
+    out = await drive(frame({"type": "stdout", "data": "partial"}), mode=mode)
     assert out.kind == "worker-exit"
     assert out.output.text == "partial"
 
@@ -123,8 +172,9 @@ async def test_eof_without_done_is_a_worker_exit() -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=300))
 def test_arbitrary_bytes_never_crash_the_host(data: bytes) -> None:
-    out = anyio.run(drive, data)
-    assert out.kind in ("protocol", "worker-exit", "call-limit", "output-limit", None)
+    for mode in MODES:
+        out = anyio.run(drive, data, None, mode)
+        assert out.kind in ("protocol", "worker-exit", "call-limit", "output-limit", None)
 
 
 @settings(max_examples=60, deadline=None)
@@ -154,8 +204,47 @@ def test_arbitrary_bytes_never_crash_the_host(data: bytes) -> None:
     )
 )
 def test_arbitrary_frame_orders_end_in_a_tagged_outcome(frames: list[bytes]) -> None:
-    out = anyio.run(drive, b"".join(frames))
-    if out.ok:
-        assert frames[-1] == DONE and frames.count(DONE) == 1
-    else:
-        assert out.kind in ("protocol", "worker-exit")
+    for mode in MODES:
+        out = anyio.run(drive, b"".join(frames), None, mode)
+        if out.ok:
+            assert frames[-1] == DONE and frames.count(DONE) == 1
+        else:
+            assert out.kind in ("protocol", "worker-exit")
+
+
+@each_mode
+@pytest.mark.anyio
+async def test_calls_are_answered_in_both_modes(mode: str) -> None:
+    calls = b"".join(
+        frame({"type": "call", "calls": [{"id": i, "tool": "echo", "arguments": {"i": i}}]})
+        for i in range(1, 4)
+    )
+    out = await drive(calls + DONE, mode=mode)
+    assert out.ok and out.stats.calls == 3
+
+
+@each_mode
+@pytest.mark.anyio
+async def test_a_silent_child_ends_at_the_deadline(mode: str) -> None:
+    out = await drive(frame({"type": "stdout", "data": "hi"}), mode=mode, eof=False, wall=0.3)
+    assert out.kind == "timeout" and out.output.text == "hi"
+
+
+@each_mode
+@pytest.mark.anyio
+async def test_a_flooding_child_never_starves_the_event_loop(mode: str) -> None:
+    # 4 MiB of small frames: a read takes at most 64 KiB, and the loop runs other tasks
+    # between reads (counted, not timed).
+    flood = frame({"type": "stdout", "data": "x" * 200}) * 20_000
+    ticks = 0
+
+    async def heartbeat() -> None:
+        nonlocal ticks
+        while True:
+            await anyio.lowlevel.checkpoint()
+            ticks += 1
+
+    limits = Limits(wall_seconds=10, output_bytes=1000, stream_bytes=8 << 20)
+    out = await drive(flood + DONE, limits, mode, wall=10, beside=heartbeat)
+    assert out.ok, out.detail
+    assert ticks >= 20

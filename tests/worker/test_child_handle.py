@@ -179,3 +179,44 @@ async def test_readiness_nobody_waits_for_does_not_spin_the_loop(fake: Fake) -> 
         await anyio.sleep(0.005)
     assert asyncio.get_running_loop().remove_reader(fd) is False
     assert await fake.handle.next_frame() == {"type": "stdout", "data": "unread"}
+
+
+async def test_pushed_frames_reach_the_handler_until_it_stops_or_the_stream_ends(
+    fake: Fake,
+) -> None:
+    import asyncio
+
+    fd = fake.handle._raw.fileno()
+    seen: list[object] = []
+
+    def until_done(frame: dict[str, object]) -> bool:
+        seen.append(frame["data"])
+        return frame["data"] != "stop"
+
+    # Frames that came with an earlier read are handled first, then the socket's.
+    fake.run.sendall(
+        encode({"type": "stdout", "data": "a"}) + encode({"type": "stdout", "data": "b"})
+    )
+    assert await fake.handle.next_frame() == {"type": "stdout", "data": "a"}
+    fake.run.sendall(
+        encode({"type": "stdout", "data": "c"})
+        + encode({"type": "stdout", "data": "stop"})
+        + encode({"type": "stdout", "data": "never"})
+    )
+    assert await fake.handle.push_frames(until_done) is True
+    assert seen == ["b", "c", "stop"]
+    assert asyncio.get_running_loop().remove_reader(fd) is False  # unregistered at the end
+
+    fake.run.sendall(encode({"type": "stdout", "data": "d"}))
+    fake.run.shutdown(socket.SHUT_WR)
+    seen.clear()
+    assert await fake.handle.push_frames(until_done) is False  # the end of the stream
+    assert seen == ["d"]  # what came after a stop was dropped: the stream was done
+
+
+async def test_a_malformed_pushed_frame_raises_in_the_waiting_task(fake: Fake) -> None:
+    from worker._errors import ProtocolError
+
+    fake.run.sendall(b"\x00\x00\x00\x05{nope")
+    with pytest.raises(ProtocolError, match="JSON"):
+        await fake.handle.push_frames(lambda frame: True)
