@@ -104,7 +104,7 @@ def _too_many_digits(number: int) -> bool:
 def json_size(value: object) -> int:
     """The size in bytes of ``value`` as compact UTF-8 JSON (a lone surrogate counts as the
     three bytes of its replacement). ``value`` must have passed :func:`json_problem`."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    text = _SIZE_ENCODER.encode(value)
     return len(text.encode("utf-8", "surrogatepass"))
 
 
@@ -166,7 +166,7 @@ def encode(frame: Frame) -> bytes:
     """Serialise one frame: length prefix + compact JSON (ASCII-escaped, so never a
     surrogate encoding error). NaN/Infinity or a non-JSON value raise ``ValueError`` /
     ``TypeError``; a body over the cap raises :class:`ProtocolError`."""
-    body = json.dumps(frame, allow_nan=False, separators=(",", ":")).encode("ascii")
+    body = _FRAME_ENCODER.encode(frame).encode("ascii")
     if len(body) > MAX_FRAME_BYTES:
         raise ProtocolError(f"frame of {len(body)} bytes exceeds the {MAX_FRAME_BYTES} cap")
     return _HEADER.pack(len(body)) + body
@@ -185,6 +185,11 @@ def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         raise ProtocolError("duplicate key in JSON object")
     return obj
 
+
+# Made once: json.dumps/json.loads with options build a new encoder/decoder every call.
+_FRAME_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
+_SIZE_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_reject_duplicates)
 
 # A JSON string, escapes included: brackets inside one do not nest anything.
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
@@ -218,9 +223,7 @@ def parse_body(body: bytes, validate: Validator) -> Frame:
     except UnicodeDecodeError as exc:
         raise ProtocolError(f"frame is not valid UTF-8: {exc.reason}") from exc
     try:
-        obj = json.loads(
-            text, parse_constant=_reject_constant, object_pairs_hook=_reject_duplicates
-        )
+        obj = _DECODER.decode(text)
     except ProtocolError:
         raise
     except (ValueError, RecursionError) as exc:
