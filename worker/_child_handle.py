@@ -28,7 +28,7 @@ from anyio.abc import SocketAttribute, SocketStream
 from . import _enforcement
 from ._cgroups import CgroupJanitor, RunCgroups
 from ._errors import ProtocolError, WorkerError
-from ._framing import Frame, FrameDecoder, encode
+from ._framing import MAX_FRAME_BYTES, Frame, FrameDecoder, encode
 from ._keeper_lines import (
     ExitReport,
     Hello,
@@ -72,6 +72,7 @@ class ChildHandle:
         self._closed = False
         self._sdk_module: str | None = None
         self._killed = False
+        self._frames_bytes = MAX_FRAME_BYTES
         self._waiter: asyncio.Future[None] | None = None
         self._watching: tuple[asyncio.AbstractEventLoop, int] | None = None
 
@@ -178,6 +179,7 @@ class ChildHandle:
             if not data:
                 self._decoder.eof()
                 return None
+            self._frames_bytes = self._decoder.buffered + len(data)
             self._frames.extend(self._decoder.feed(data))
         return self._frames.popleft()
 
@@ -217,6 +219,7 @@ class ChildHandle:
                     self._decoder.eof()
                     ended.set_result(False)
                     return
+                self._frames_bytes = self._decoder.buffered + len(data)
                 for frame in self._decoder.feed(data):
                     if not handle(frame):
                         ended.set_result(True)
@@ -271,6 +274,11 @@ class ChildHandle:
             self._watching = None
             with contextlib.suppress(RuntimeError):  # the loop is closed
                 loop.remove_reader(fd)
+
+    @property
+    def frame_bytes_bound(self) -> int:
+        """No frame handed out since the last read is longer than this (bytes)."""
+        return self._frames_bytes
 
     async def send(self, data: bytes) -> None:
         """Write encoded frames to the child (errors propagate: the caller decides)."""

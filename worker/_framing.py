@@ -243,6 +243,12 @@ class FrameDecoder:
         self._buffer = bytearray()
         self._failed: ProtocolError | None = None
 
+    @property
+    def buffered(self) -> int:
+        """Bytes of a frame not complete yet (every frame the next :meth:`feed` completes
+        is at most this plus that feed's bytes long)."""
+        return len(self._buffer)
+
     def feed(self, data: bytes) -> list[Frame]:
         if self._failed is not None:
             raise self._failed

@@ -42,6 +42,10 @@ from ._types import (
 )
 
 Kill = tuple[FailureKind, str]
+_REWRITE_GROWTH = 5
+"""How much longer decoded JSON can get written out compactly than the text it was read
+from: only numbers grow (``1e15`` is written ``1000000000000000.0``, 4.5 times), escapes
+and whitespace shrink."""
 DEATH_REPORT_S = 1.0
 
 
@@ -236,7 +240,7 @@ class RunLoop:
                 if call["id"] <= self.last_id:
                     return ("protocol", f"call id {call['id']} does not increase")
                 self.last_id = call["id"]
-                problem = _arguments_problem(call["arguments"])
+                problem = _arguments_problem(call["arguments"], child.frame_bytes_bound)
                 if problem is not None:
                     return ("protocol", f"call {call['id']}: {problem}")
                 scrub_surrogates(call)
@@ -415,10 +419,12 @@ def _result_frame(call_id: int, reply: CallReply) -> bytes:
         )
 
 
-def _arguments_problem(arguments: dict[str, Any]) -> str | None:
+def _arguments_problem(arguments: dict[str, Any], frame_bytes: int) -> str | None:
     problem = json_problem(arguments)
     if problem is not None:
         return f"arguments: {problem}"
+    if frame_bytes * _REWRITE_GROWTH <= MAX_CALL_ARGUMENTS_BYTES:
+        return None  # too small a frame to carry arguments over the cap
     size = json_size(arguments)
     if size > MAX_CALL_ARGUMENTS_BYTES:
         return f"arguments of {size} bytes as JSON, over the cap of {MAX_CALL_ARGUMENTS_BYTES}"

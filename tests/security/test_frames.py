@@ -248,3 +248,49 @@ async def test_a_flooding_child_never_starves_the_event_loop(mode: str) -> None:
     out = await drive(flood + DONE, limits, mode, wall=10, beside=heartbeat)
     assert out.ok, out.detail
     assert ticks >= 20
+
+
+@each_mode
+@pytest.mark.anyio
+async def test_call_arguments_over_the_cap_are_refused(mode: str) -> None:
+    from worker._messages import MAX_CALL_ARGUMENTS_BYTES
+
+    big = {
+        "type": "call",
+        "calls": [
+            {"id": 1, "tool": "echo", "arguments": {"s": "x" * (MAX_CALL_ARGUMENTS_BYTES + 10)}}
+        ],
+    }
+    out = await drive(frame(big) + DONE, Limits(wall_seconds=10), mode, wall=10)
+    assert out.kind == "protocol" and "over the cap" in out.detail
+
+
+_SHORT_FLOATS = st.builds(lambda m, e: f"{m}e{e}", st.integers(1, 9), st.integers(-30, 30))
+_JSON_TEXT = st.recursive(
+    st.one_of(
+        _SHORT_FLOATS,
+        st.integers(-(10**30), 10**30).map(str),
+        st.text(max_size=5).map(lambda t: json.dumps(t)),
+        st.sampled_from(["true", "false", "null", '"\\u00e9"', '"\\/"']),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=5).map(lambda xs: "[" + ",".join(xs) + "]"),
+        st.lists(st.tuples(st.text(max_size=3), inner), max_size=5).map(
+            lambda kv: "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in dict(kv).items()) + "}"
+        ),
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON_TEXT)
+def test_decoded_json_never_grows_past_the_bound_the_host_relies_on(text: str) -> None:
+    # The host skips measuring the arguments of a call frame shorter than the cap divided
+    # by this bound; only numbers grow when written out again (1e15 -> 1000000000000000.0).
+    from worker._framing import json_size
+    from worker._runloop import _REWRITE_GROWTH
+
+    value = json.loads(text)
+    assert json_size(value) <= _REWRITE_GROWTH * len(text.encode())
+    assert json_size([1e15] * 1000) <= _REWRITE_GROWTH * len(("[" + "1e15," * 1000).encode())
