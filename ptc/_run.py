@@ -6,10 +6,11 @@ run_code's token, a signal fused from the outer call and the run's lifetime), sc
 one :class:`~ptc._scheduler.Scheduler` per run so the batch rules hold across batches.
 
 The wall clock bounds the run itself, from ``run_code`` entry: nested calls run in a
-detached task group (:mod:`ptc._detached`), so when the run ends its started calls drain
-only until the deadline (or a short grace when the run was aborted or its caller
-cancelled); a call still running then is cancelled, and if it ignores that too it is
-abandoned and logged, never awaited.
+group of detached tasks (:class:`~ptc._detached.DetachedGroup`; the backend hands each
+batch to it directly, see :class:`worker.CallStarter`), so when the run ends its started
+calls drain only until the deadline (or a short grace when the run was aborted or its
+caller cancelled); a call still running then is cancelled, and if it ignores that too it
+is abandoned and logged, never awaited.
 
 **Suspension.** When the approver defers a call, the run stops admitting calls (``halt``),
 kills the worker at once, lets calls already started finish, and ends with
@@ -214,7 +215,7 @@ class ProgramRun:
             )
 
     async def handle(self, calls: Sequence[CallRequest]) -> Sequence[CallReply]:
-        """The worker's call handler: dispatch in the run's own (detached) task group, so
+        """The worker's call handler: dispatch in the run's own detached group, so
         a batch in flight when the worker dies still drains before ``run_code`` returns."""
         batch = self._numbered(calls)
         replies: list[CallReply] = []
