@@ -97,3 +97,24 @@ def descendant_pss_kib() -> list[dict[str, Any]]:
         out.append({"pid": pid, "depth": depth, "pss_kib": _pss_kib(pid), "cmd": _name(pid)})
         stack.extend((child, depth + 1) for child in tree.get(pid, []))
     return sorted(out, key=lambda p: (p["depth"], p["pid"]))
+
+
+def cpu_seconds() -> dict[str, float]:
+    """CPU seconds used so far: the machine's busy time (``/proc/stat``), this process's,
+    and the zygote's own and its reaped descendants' (keepers with their children: a
+    keeper reaps its child, the zygote its keepers)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    out = {"machine": (sum(fields) - idle) / tick, "host": time.process_time(),
+           "zygote": 0.0, "keepers and children": 0.0}
+    for pid in _children().get(os.getpid(), []):
+        if "worker._zygote" not in _name(pid):
+            continue
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out["zygote"] += (int(stat[11]) + int(stat[12])) / tick
+        out["keepers and children"] += (int(stat[13]) + int(stat[14])) / tick
+    return out

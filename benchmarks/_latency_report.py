@@ -110,6 +110,10 @@ def render(samples: dict[str, list[float]], facts: dict[str, Any]) -> tuple[str,
                _stats.markdown_table(["Step", "ms"], steps),
                f"\nRuns whose SDK module travelled in `start` (not pre-loaded): "
                f"{fall['runs_with_the_sdk_module_in_start']} of {fall['runs']}.\n"]
+    cpu = facts.get("cpu_ms_per_back_to_back_run")
+    if cpu:
+        md += ["\n## CPU per run, back to back (ms; the refill after the last run included)\n",
+               _stats.markdown_table(["Who", "CPU ms per run"], [[k, v] for k, v in cpu.items()])]
     rounds = facts.get("event_loop_rounds_per_nested_call")
     if rounds is not None:
         md.append(f"\nEvent-loop rounds per nested call: {rounds:.2f}.\n")
