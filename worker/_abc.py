@@ -50,9 +50,9 @@ class CallStarter(CallHandler, Protocol):
 
     A backend that receives one calls :meth:`start` as a batch arrives instead of starting
     a task per batch to await the handler: on the nested-call hot path that saves a task
-    spawn and an event-loop round (``SubprocessBackend`` on asyncio also handles the
-    child's frames in the loop's reader callback then, so ``start`` may be called outside
-    any task). The handler owns those tasks (they may outlive ``run``), must not block in
+    spawn and an event-loop round (``SubprocessBackend`` on asyncio handles the child's
+    frames in the loop's reader callback, so ``start`` may be called outside any task).
+    The handler owns those tasks (they may outlive ``run``), must not block in
     ``start``, and answers each batch exactly once through ``reply`` or ``fail``.
     """
 

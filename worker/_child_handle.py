@@ -3,8 +3,8 @@
 A :class:`ChildHandle` is made as soon as the zygote was asked for a child (the sockets
 exist, the processes may not yet). :meth:`ChildHandle.handshake` waits for the keeper's
 hello and the child's ``ready``; afterwards the run loop reads frames with
-:meth:`~ChildHandle.next_frame` (pulled) or :meth:`~ChildHandle.push_frames` (handed to it
-from the event loop's reader callback) and writes with :meth:`~ChildHandle.send`. Keeper lines are
+:meth:`~ChildHandle.push_frames` (handed to it from the event loop's reader callback) and
+writes with :meth:`~ChildHandle.send`. Keeper lines are
 read only here (``_keeper_lines`` parses them); the exit report is kept for whoever asks.
 :meth:`~ChildHandle.close` kills the tree, confirms it is gone and releases everything.
 """
@@ -27,7 +27,7 @@ from anyio.abc import SocketAttribute, SocketStream
 
 from . import _enforcement
 from ._cgroups import CgroupJanitor, RunCgroups
-from ._errors import ProtocolError, WorkerError
+from ._errors import WorkerError
 from ._framing import MAX_FRAME_BYTES, Frame, FrameDecoder, encode
 from ._keeper_lines import (
     ExitReport,
@@ -162,71 +162,60 @@ class ChildHandle:
         (a stream's receive adds a checkpoint). Data that was there without waiting still
         yields once per read, so a flooding child cannot starve the loop (or the deadline)."""
         while not self._frames:
-            try:
-                data = self._raw.recv(_RECEIVE_BYTES)
-            except BlockingIOError:
+            data = self._receive()
+            if data is None:
                 await self._readable()
-                try:
-                    data = self._raw.recv(_RECEIVE_BYTES)
-                except BlockingIOError:
+                data = self._receive()
+                if data is None:
                     continue
-                except OSError:
-                    data = b""
-            except OSError:  # reset, or closed under us: the end of the stream
-                data = b""
-            else:
+            elif data:
                 await anyio.lowlevel.checkpoint()
-            if not data:
-                self._decoder.eof()
+            frames = self._decode(data)
+            if frames is None:
                 return None
-            self._frames_bytes = self._decoder.buffered + len(data)
-            self._frames.extend(self._decoder.feed(data))
+            self._frames.extend(frames)
         return self._frames.popleft()
 
-    async def push_frames(self, handle: Callable[[Frame], bool]) -> bool:
-        """Hand every frame to ``handle`` as it arrives, until ``handle`` says stop
-        (``False``: returns ``True``; frames read after it are dropped, the caller is done
-        with the stream) or the stream ends (returns ``False``); ``ProtocolError`` if a
-        frame is malformed.
+    async def pull_frames(self, handle: Callable[[Frame], bool]) -> bool:
+        """Hand every frame to ``handle``, read one by one with :meth:`next_frame`, until
+        ``handle`` says stop (``False``: returns ``True``) or the stream ends (returns
+        ``False``); ``ProtocolError`` if a frame is malformed."""
+        while (frame := await self.next_frame()) is not None:
+            if not handle(frame):
+                return True
+        return False
 
-        On asyncio the frames are read and handled in the loop's reader callback, one read
-        (at most 64 KiB) per readiness, so a flooding child cannot starve the loop; the
-        caller's task only waits for the end. Elsewhere it pulls with :meth:`next_frame`.
-        ``handle`` must not block; it runs outside any task."""
+    async def push_frames(self, handle: Callable[[Frame], bool]) -> bool:
+        """:meth:`pull_frames`, but on asyncio the frames are read and handled in the
+        loop's reader callback, one read (at most 64 KiB) per readiness, so a flooding
+        child cannot starve the loop; the caller's task only waits for the end. Frames read
+        after a stop are dropped (the caller is done with the stream). ``handle`` must not
+        block; it runs outside any task."""
         while self._frames:  # read before (the handshake's read may have brought more)
             if not handle(self._frames.popleft()):
                 return True
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            while (frame := await self.next_frame()) is not None:
-                if not handle(frame):
-                    return True
-            return False
+            return await self.pull_frames(handle)
         ended: asyncio.Future[bool] = loop.create_future()
 
         def readable() -> None:
             if ended.done():
                 return
-            try:
-                data = self._raw.recv(_RECEIVE_BYTES)
-            except BlockingIOError:
+            data = self._receive()
+            if data is None:
                 return
-            except OSError:  # reset, or closed under us: the end of the stream
-                data = b""
             try:
-                if not data:
-                    self._decoder.eof()
+                frames = self._decode(data)
+                if frames is None:
                     ended.set_result(False)
                     return
-                self._frames_bytes = self._decoder.buffered + len(data)
-                for frame in self._decoder.feed(data):
+                for frame in frames:
                     if not handle(frame):
                         ended.set_result(True)
                         return
-            except ProtocolError as exc:
-                ended.set_exception(exc)
-            except BaseException as exc:  # a bug in handle(): raised in the caller's task
+            except BaseException as exc:  # malformed, or a bug in handle(): raised in the task
                 ended.set_exception(exc)
 
         self._unwatch()
@@ -237,6 +226,25 @@ class ChildHandle:
             return await ended
         finally:
             self._unwatch()
+
+    def _receive(self) -> bytes | None:
+        """One read without waiting: the bytes, ``b""`` at the end of the stream (or a
+        reset, or the socket closed under us), ``None`` when nothing is there yet."""
+        try:
+            return self._raw.recv(_RECEIVE_BYTES)
+        except BlockingIOError:
+            return None
+        except OSError:
+            return b""
+
+    def _decode(self, data: bytes) -> list[Frame] | None:
+        """The frames ``data`` completes; ``None`` at the end of the stream (a partial
+        frame left over is a ``ProtocolError``)."""
+        if not data:
+            self._decoder.eof()
+            return None
+        self._frames_bytes = self._decoder.buffered + len(data)
+        return self._decoder.feed(data)
 
     async def _readable(self) -> None:
         """Wait until the run channel is readable.

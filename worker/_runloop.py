@@ -194,11 +194,8 @@ class RunLoop:
             self._scope.cancel()
 
     async def _frames(self, child: ChildHandle, tg: anyio.abc.TaskGroup) -> Kill | None:
-        """Read frames until a kill or the end of the stream.
-
-        A :class:`CallStarter`'s run is pushed its frames: on asyncio each readable socket
-        is read and its frames handled in the loop's callback, so a nested call costs no
-        wake-up of this task. Otherwise this task pulls them one by one."""
+        """Handle the child's frames as they come (see :meth:`ChildHandle.push_frames`)
+        until a kill or the end of the stream."""
         kill: list[Kill] = []
 
         def handle(frame: Frame) -> bool:
@@ -209,14 +206,7 @@ class RunLoop:
             return True
 
         try:
-            if self._starter is not None:
-                stopped = await child.push_frames(handle)
-            else:
-                stopped = False
-                while (frame := await child.next_frame()) is not None:
-                    if not handle(frame):
-                        stopped = True
-                        break
+            stopped = await child.push_frames(handle)
         except ProtocolError as exc:
             return ("protocol", exc.detail)
         if stopped:

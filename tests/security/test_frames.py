@@ -32,8 +32,8 @@ def frame(obj: Any) -> bytes:
 
 
 class EchoStarter:
-    """``echo_calls`` as a :class:`worker.CallStarter`: the run loop is then pushed the
-    child's frames (from the asyncio reader callback) instead of pulling them."""
+    """``echo_calls`` as a :class:`worker.CallStarter`: the run loop hands it each batch
+    instead of starting a task to await it."""
 
     def __init__(self) -> None:
         self.tasks: set[asyncio.Task[None]] = set()
@@ -50,14 +50,14 @@ class EchoStarter:
         task.add_done_callback(self.tasks.discard)
 
 
-MODES = ("pull", "push")
+MODES = ("handler", "starter")
 each_mode = pytest.mark.parametrize("mode", MODES)
 
 
 async def drive(
     data: bytes,
     limits: Limits | None = None,
-    mode: str = "pull",
+    mode: str = "handler",
     *,
     eof: bool = True,
     wall: float = 2.0,
@@ -78,7 +78,7 @@ async def drive(
     now = time.monotonic()
     loop = RunLoop(
         request,
-        on_calls=EchoStarter() if mode == "push" else echo_calls,
+        on_calls=EchoStarter() if mode == "starter" else echo_calls,
         on_stdout=None,
         abort=None,
         deadline=now + wall,
@@ -214,7 +214,7 @@ def test_arbitrary_frame_orders_end_in_a_tagged_outcome(frames: list[bytes]) -> 
 
 @each_mode
 @pytest.mark.anyio
-async def test_calls_are_answered_in_both_modes(mode: str) -> None:
+async def test_calls_are_answered_by_either_kind_of_handler(mode: str) -> None:
     calls = b"".join(
         frame({"type": "call", "calls": [{"id": i, "tool": "echo", "arguments": {"i": i}}]})
         for i in range(1, 4)

@@ -220,3 +220,23 @@ async def test_a_malformed_pushed_frame_raises_in_the_waiting_task(fake: Fake) -
     fake.run.sendall(b"\x00\x00\x00\x05{nope")
     with pytest.raises(ProtocolError, match="JSON"):
         await fake.handle.push_frames(lambda frame: True)
+
+
+async def test_pulled_frames_reach_the_handler_until_it_stops_or_the_stream_ends(
+    fake: Fake,
+) -> None:
+    # What push_frames falls back to away from asyncio.
+    seen: list[object] = []
+
+    def until_done(frame: dict[str, object]) -> bool:
+        seen.append(frame["data"])
+        return frame["data"] != "stop"
+
+    fake.run.sendall(
+        encode({"type": "stdout", "data": "a"}) + encode({"type": "stdout", "data": "stop"})
+    )
+    assert await fake.handle.pull_frames(until_done) is True
+    fake.run.sendall(encode({"type": "stdout", "data": "b"}))
+    fake.run.shutdown(socket.SHUT_WR)
+    assert await fake.handle.pull_frames(until_done) is False
+    assert seen == ["a", "stop", "b"]
