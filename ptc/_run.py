@@ -148,7 +148,7 @@ class ProgramRun:
         self._count = 0
         self._abort = anyio.Event()
         self._abort_reason = ""
-        # The run's nested calls: each batch in a detached task of its own.
+        # The run's nested calls: each batch in a task of this detached group.
         self._calls = DetachedGroup(f"ptc-run-calls:{execution.call_id}")
         self._in_flight: dict[str, str] = {}
 

@@ -193,12 +193,6 @@ def _scratch_options(mib: int, uid: int, gid: int) -> str:
     return f"size={mib}m,nr_inodes={SCRATCH_INODES},mode=0700,uid={uid},gid={gid}"
 
 
-def prepare() -> None:
-    """What every child applies the same way, built once in the zygote before it forks:
-    the seccomp filter."""
-    _seccomp.prepare()
-
-
 def keeper_main(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> NoReturn:
     """Entry of the keeper process (in the zygote's fork). Never returns."""
     code = 70

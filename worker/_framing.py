@@ -244,6 +244,11 @@ class FrameDecoder:
         self._failed: ProtocolError | None = None
 
     @property
+    def failed(self) -> ProtocolError | None:
+        """The error that broke the stream, if one did (it is raised again on every feed)."""
+        return self._failed
+
+    @property
     def buffered(self) -> int:
         """Bytes of a frame not complete yet (every frame the next :meth:`feed` completes
         is at most this plus that feed's bytes long)."""
@@ -296,20 +301,15 @@ class FrameReader:
         self._sock = sock
         self._decoder = FrameDecoder(validate)
         self._frames: list[Frame] = []
-        self._broken: ProtocolError | None = None
 
     def next(self) -> Frame | None:
-        if self._broken is not None:
-            raise self._broken
-        try:
-            while not self._frames:
-                data = self._sock.recv(_READ_BYTES)
-                if not data:
-                    self._decoder.eof()
-                    return None
-                self._frames = self._decoder.feed(data)
-                self._frames.reverse()  # popped from the end, in order
-        except ProtocolError as exc:
-            self._broken = exc
-            raise
+        if self._decoder.failed is not None:  # no read past a broken frame
+            raise self._decoder.failed
+        while not self._frames:
+            data = self._sock.recv(_READ_BYTES)
+            if not data:
+                self._decoder.eof()
+                return None
+            self._frames = self._decoder.feed(data)
+            self._frames.reverse()  # popped from the end, in order
         return self._frames.pop()

@@ -193,11 +193,9 @@ class ChildPool:
     def _precompile(self, module: str) -> None:
         """The zygote compiles the SDK module in use once; the children forked after
         share the code (a zygote restarted since is asked again)."""
-        if not self.zygote.alive():
-            self.zygote.start()
-        if self._compiled == (self.zygote.pid, module):
+        if self.zygote.alive() and self._compiled == (self.zygote.pid, module):
             return
-        if self.zygote.compile(module):
+        if self.zygote.compile(module):  # starts the zygote if it is not running
             self._compiled = (self.zygote.pid, module)
 
     async def spawn(self, key: RunKey | None = None) -> ChildHandle:

@@ -134,7 +134,7 @@ def _compile(module: object) -> None:
 
 
 def main(control_fd: int) -> None:
-    from . import _containment
+    from . import _containment, _seccomp
 
     _containment.prctl(_containment.PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() == 1:  # the host died before we set the death signal
@@ -142,7 +142,7 @@ def main(control_fd: int) -> None:
     _containment.prctl(_containment.PR_SET_CHILD_SUBREAPER, 1)
     _preload()
     with contextlib.suppress(OSError, RuntimeError, ValueError):
-        _containment.prepare()  # each child reports what it could not apply itself
+        _seccomp.prepare()  # built once; each child reports what it could not apply itself
     static: dict[str, Any] = {
         "read_only": read_only_paths(),
         "install_paths": [sys.base_prefix, sys.prefix, os.path.dirname(sys.executable)],
@@ -222,10 +222,7 @@ class ZygoteClient:
         """Ask for one keeper (fire and forget: the keeper introduces itself on its own
         socket, and a failed fork is reported there). Raises ``WorkerError`` when the
         zygote cannot be reached (it is restarted on the next request)."""
-        if not self.alive():
-            self.start()
-        control = self._control
-        assert control is not None
+        control = self._channel()
         msg = json.dumps({"cfg": cfg}).encode()
         try:
             socket.send_fds(control, [msg], fds)
@@ -241,10 +238,7 @@ class ZygoteClient:
         data = module.encode("utf-8", "surrogatepass")
         if len(data) > MAX_SDK_MODULE_BYTES:
             return False
-        if not self.alive():
-            self.start()
-        control = self._control
-        assert control is not None
+        control = self._channel()
         try:
             fd = os.memfd_create("ptc-sdk-module", os.MFD_CLOEXEC)
         except OSError:
@@ -260,6 +254,13 @@ class ZygoteClient:
         finally:
             os.close(fd)
         return True
+
+    def _channel(self) -> socket.socket:
+        """The control channel, the zygote (re)started first when it is not running."""
+        if not self.alive():
+            self.start()
+        assert self._control is not None
+        return self._control
 
     def stop(self) -> None:
         """Close the control channel (the zygote exits on EOF), then kill and reap it."""
