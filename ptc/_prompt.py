@@ -18,7 +18,10 @@ RUN_CODE_INPUT_SCHEMA: Mapping[str, Any] = {
         "code": {
             "type": "string",
             "minLength": 1,
-            "description": "The Python program: a function body (`return` gives the result).",
+            "description": (
+                "The Python program, run as a module (a top-level `return` or a final "
+                "expression gives the result)."
+            ),
         },
         "description": {
             "type": "string",
@@ -83,7 +86,7 @@ def run_code_description(sdk_stub: str, profile: str, limits: Limits) -> str:
         "without sending intermediate data through the conversation.\n"
         "\n"
         "How to write the program:\n"
-        "- The code is the body of a function: `return value` ends the run with that value "
+        "- The code runs as a module: a top-level `return value` ends the run with that value "
         "(otherwise the value of a final expression is returned).\n"
         "- Globals `tools`, `parallel` and `ToolCallError` are predefined; do not import them.\n"
         '- Tool calls are synchronous: `hits = tools.search(query="x")`. Keyword arguments '

@@ -254,6 +254,42 @@ def test_stderr_is_interleaved_with_stdout() -> None:
     assert run.stdout == "a\nb\nc\n"
 
 
+def test_the_programs_stdout_and_stderr_are_text_files_as_a_scripts() -> None:
+    code = (
+        "import io, sys\n"
+        "sys.stdout.write('a\\n'); sys.stderr.write('b\\n'); sys.stdout.buffer.write(b'c\\n')\n"
+        "print('\\ud800', flush=True)\n"
+        "[str(type(sys.stdout)), str(type(sys.stderr)), sys.stdout.encoding, "
+        "sys.stdout.isatty()]"
+    )
+    run = run_child(code)
+    assert run.done["value"] == [
+        "<class '_io.TextIOWrapper'>",
+        "<class '_io.TextIOWrapper'>",
+        "utf-8",
+        False,
+    ]
+    assert run.stdout == "a\nb\nc\n\ufffd\n"
+
+
+def test_compiler_warnings_are_the_programs_stderr() -> None:
+    run = run_child("x = 1\nif x is 1:\n    print('one')")
+    assert run.stdout == (
+        '<program>:2: SyntaxWarning: "is" with a literal. Did you mean "=="?\n'
+        "  if x is 1:\none\n"
+    )
+
+
+@pytest.mark.parametrize("profile", ["python", "restricted"])
+def test_a_program_starts_as_shallow_as_a_script(profile: str) -> None:
+    code = (
+        "def down(n):\n    return down(n - 1) if n else 'ok'\n"
+        "down(985)"  # CPython running a script gets to about 996
+    )
+    run = run_child(code, profile=profile)
+    assert run.done["value"] == "ok", run.done
+
+
 def test_map_sends_one_batch() -> None:
     run = run_child("return tools.add.map([{'a': i, 'b': 1} for i in range(5)])")
     assert run.done["value"] == [1, 2, 3, 4, 5]
@@ -394,6 +430,6 @@ def test_a_child_primed_with_an_sdk_frame_runs_in_a_clean_namespace() -> None:
     )
     run = run_child(code, preload=True)
     assert run.done["ok"], run.done
-    assert run.done["value"] == [3, ["ToolCallError", "parallel", "tools"]]
+    assert run.done["value"] == [3, ["ToolCallError", "n", "parallel", "tools"]]
     assert run.stdout == "hi\n"
     assert [[c["id"] for c in f["calls"]] for f in run.of("call")] == [[1]]

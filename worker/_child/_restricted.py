@@ -82,12 +82,27 @@ _INPLACE: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
+_NO_ASYNC = (
+    "the restricted profile has no async/await: call tools synchronously "
+    "(r = tools.x(...)); for several calls at once use tools.x.map([...]) or parallel(...)"
+)
+
+
+class _Policy(RestrictingNodeTransformer):
+    """RestrictedPython's transformer with ptc's changes (see the module docstring)."""
+
+    def _no_async(self, node: ast.AST) -> None:
+        self.error(node, _NO_ASYNC)
+
+    visit_AsyncFunctionDef = visit_Await = visit_AsyncFor = visit_AsyncWith = _no_async  # noqa: N815
+
+
 def apply_policy(tree: ast.Module) -> list[str]:
-    """Rewrite ``tree`` in place with RestrictedPython's transformer; return its errors."""
+    """Rewrite ``tree`` in place with the profile's transformer; return its errors."""
     errors: list[str] = []
     warnings: list[str] = []
     used_names: dict[str, bool] = {}
-    RestrictingNodeTransformer(errors, warnings, used_names).visit(tree)
+    _Policy(errors, warnings, used_names).visit(tree)
     return errors
 
 
@@ -168,7 +183,7 @@ def restricted_globals(
     printer = _SharedPrint(write)
     return {
         "__builtins__": table,
-        "__name__": "program",
+        "__name__": "__main__",
         "__metaclass__": ProgramClass,
         "_getattr_": guarded_getattr,
         "_getitem_": guarded_getitem,
