@@ -48,7 +48,9 @@ _PROFILE_RULES = {
     "python": (
         "Language profile: python (full CPython 3 in a contained process: no network, no "
         "subprocesses, no files outside a private scratch directory that is deleted "
-        "afterwards)."
+        "afterwards). `await` works too: in `async def` or at top level a call is awaitable "
+        "(`r = await tools.x(...)`), and `await asyncio.gather(tools.a(...), tools.b(...))` "
+        "sends the calls as one batch."
     ),
     "restricted": (
         "Language profile: restricted (RestrictedPython). Not allowed: async/await, `match`, "

@@ -269,7 +269,8 @@ def test_the_module_imports_only_the_standard_library_at_run_time() -> None:
         for node in ast.walk(ast.parse(module))
         if isinstance(node, ast.ImportFrom) and node.module
     ]
-    assert set(imports) <= {"__future__", "threading"}
+    # Standard-library modules the zygote has loaded: nothing is read from disk in a run.
+    assert set(imports) <= {"__future__", "threading", "sys", "collections", "warnings"}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

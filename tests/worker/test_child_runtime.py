@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+import sdkgen
 from worker import Limits
 from worker._framing import FrameDecoder, encode
 from worker._messages import validate_child_frame
@@ -288,6 +289,28 @@ def test_a_program_starts_as_shallow_as_a_script(profile: str) -> None:
     )
     run = run_child(code, profile=profile)
     assert run.done["value"] == "ok", run.done
+
+
+GENERATED = sdkgen.generate(
+    [sdkgen.ToolSpec(name="echo", input_schema={"type": "object", "properties": {"n": {}}})]
+).module
+
+
+def test_awaited_calls_gather_into_one_call_frame_in_a_real_child() -> None:
+    code = (
+        "import asyncio\n"
+        "tools.echo(n=0)\n"
+        "async def main():\n"
+        "    tools.echo(n=-1)\n"  # never awaited: a warning, and no call
+        "    return await asyncio.gather(*[tools.echo(n=i) for i in (1, 2, 3)])\n"
+        "asyncio.run(main())"
+    )
+    run = run_child(code, sdk=GENERATED)
+    assert run.done["value"] == [{"n": 1}, {"n": 2}, {"n": 3}], run.done
+    assert [[c["arguments"]["n"] for c in f["calls"]] for f in run.of("call")] == [[0], [1, 2, 3]]
+    assert "RuntimeWarning: tools.echo(...) was never awaited, so the call was not made" in (
+        run.stdout
+    )
 
 
 def test_map_sends_one_batch() -> None:

@@ -1,5 +1,7 @@
 from __future__ import annotations
-import threading as _threading  # noqa: E402 (the generated module starts here)
+import sys as _sys  # noqa: E402 (the generated module starts here)
+import threading as _threading  # noqa: E402
+from collections.abc import Coroutine as _Coroutine  # noqa: E402
 
 _recording = _threading.local()
 
@@ -23,14 +25,27 @@ class _Pending:
     __slots__ = ()
 
 
-def _send(calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+def _answers(calls: list[tuple[str, dict[str, Any]]]) -> list[tuple[bool, Any]]:
+    """One batch to the host: per call, ``(True, value)`` or ``(False, ToolCallError)``."""
     answers = __transport__.call_batch(calls)  # noqa: F821 (injected global)
     if len(answers) != len(calls):
         raise RuntimeError(f"transport answered {len(answers)} of {len(calls)} calls")
+    out: list[tuple[bool, Any]] = []
     for (tool, _args), (ok, payload) in zip(calls, answers, strict=True):
-        if not ok:
+        if ok:
+            out.append((True, payload))
+        else:
             code, message = payload
-            raise ToolCallError(tool, str(code), str(message))
+            out.append((False, ToolCallError(tool, str(code), str(message))))
+    return out
+
+
+def _send(calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    """One batch to the host: the values, or the first error in submission order."""
+    answers = _answers(calls)
+    for ok, payload in answers:
+        if not ok:
+            raise payload
     return [payload for _ok, payload in answers]
 
 
@@ -68,7 +83,128 @@ def _invoke(tool: str, arguments: dict[str, Any], extra: dict[str, Any] | None =
         marker = _Pending()
         recorded.append((tool, sent, marker))
         return marker
+    if _in_async_code():
+        return _AsyncCall(tool, sent, _sys._getframe(1).f_code.co_name)
     return _send([(tool, sent)])[0]
+
+
+# --- async code: a call is a coroutine; calls awaited together are one batch ------------
+
+_CO_ASYNC = 0x80 | 0x200  # inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+_SEE_THROUGH = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>", "<lambda>"})
+
+
+def _in_async_code() -> bool:
+    """Whether the program code making this call runs in a coroutine: the first frame
+    outside this module, seen through comprehensions and lambdas (``[tools.x(id=i) for i
+    in ids]`` inside ``async def`` is async code; a plain ``def`` it calls is not)."""
+    frame: FrameType | None = _sys._getframe(1)
+    sdk = globals()
+    while frame is not None and frame.f_globals is sdk:
+        frame = frame.f_back
+    while frame is not None and frame.f_code.co_name in _SEE_THROUGH:
+        frame = frame.f_back
+    return frame is not None and bool(frame.f_code.co_flags & _CO_ASYNC)
+
+
+_waiting: dict[object, list[tuple[str, dict[str, Any], Any]]] = {}
+"""Per running event loop: the calls awaited in this turn, sent together at its end."""
+
+
+def _flush(loop: Any) -> None:
+    batch = _waiting.pop(loop, [])
+    try:
+        answers = _answers([(tool, arguments) for tool, arguments, _ in batch])
+    except BaseException as exc:  # a limit, the run ending: every waiter gets it
+        answers = [(False, exc)] * len(batch)
+    for (_tool, _arguments, future), (ok, payload) in zip(batch, answers, strict=True):
+        if future.done():
+            continue  # its awaiting task was cancelled meanwhile
+        if ok:
+            future.set_result(payload)
+        else:
+            future.set_exception(payload)
+
+
+class _AsyncCall(_Coroutine):  # type: ignore[type-arg]  # subscripted, it fails at run time
+    """What ``tools.<ident>(...)`` returns in async code: a coroutine whose value is the
+    call's. Nothing is sent until it is awaited (or run as a task); then it joins the
+    calls awaited in the same turn of the event loop, sent to the host as one batch."""
+
+    __slots__ = ("__name__", "__qualname__", "_arguments", "_steps", "_tool")
+
+    def __init__(self, tool: str, arguments: dict[str, Any], ident: str) -> None:
+        self._tool = tool
+        self._arguments = arguments
+        self._steps: Any = None
+        self.__name__ = self.__qualname__ = f"tools.{ident}"
+
+    def _run(self) -> Any:
+        asyncio = _sys.modules.get("asyncio")
+        try:
+            loop = asyncio.get_running_loop() if asyncio is not None else None
+        except RuntimeError:
+            loop = None
+        if loop is None:  # driven by hand or by another framework: call at once
+            return _send([(self._tool, self._arguments)])[0]
+        future = loop.create_future()
+        batch = _waiting.setdefault(loop, [])
+        if not batch:
+            loop.call_soon(_flush, loop)
+        batch.append((self._tool, self._arguments, future))
+        return (yield from future)
+
+    def _started(self) -> Any:
+        if self._steps is None:
+            self._steps = self._run()
+        return self._steps
+
+    def __await__(self) -> Any:
+        if self._steps is not None:
+            raise RuntimeError(f"cannot reuse already awaited {self.__name__}(...)")
+        return self._started()
+
+    def send(self, value: Any) -> Any:
+        return self._started().send(value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        return self._started().throw(typ, val, tb)
+
+    def close(self) -> None:
+        if self._steps is None:
+            self._steps = iter(())  # closed before it ran: nothing to warn about
+        else:
+            self._steps.close()
+
+    def __del__(self) -> None:
+        if self._steps is None:
+            import warnings
+
+            warnings.warn(
+                f"{self.__name__}(...) was never awaited, so the call was not made: write "
+                f"`await {self.__name__}(...)`",
+                RuntimeWarning,
+                stacklevel=1,
+            )
+
+    def __repr__(self) -> str:
+        return f"<{self.__name__}(...): not awaited, write await {self.__name__}(...)>"
+
+    def _not_a_value(self, *args: object) -> Any:
+        raise TypeError(
+            f"{self.__name__}(...) in async code is a coroutine, not the tool's result: "
+            f"write `await {self.__name__}(...)`"
+        )
+
+    __getitem__ = __iter__ = __len__ = __contains__ = __bool__ = _not_a_value
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise AttributeError(
+            f"{self.__name__}(...) in async code is a coroutine, not the tool's result: "
+            f"write `(await {self.__name__}(...)).{name}`"
+        )
 
 
 def _run_recorded(what: str, thunks: Sequence[object]) -> list[Any]:
