@@ -41,7 +41,8 @@ RUN_CODE_OUTPUT_SCHEMA: Mapping[str, Any] = {
 
 ALLOWED_MODULES = (
     "json re math statistics datetime collections itertools functools random string "
-    "decimal fractions heapq bisect textwrap"
+    "decimal fractions heapq bisect textwrap typing time base64 unicodedata queue stat sys "
+    "asyncio copy dataclasses"
 )
 
 _PROFILE_RULES = {
@@ -53,14 +54,16 @@ _PROFILE_RULES = {
         "sends the calls as one batch."
     ),
     "restricted": (
-        "Language profile: restricted (RestrictedPython). Not allowed: async/await, `match`, "
-        "names or attributes starting with `_`, augmented assignment to items or attributes "
-        "(write `d[k] = d[k] + 1`, not `d[k] += 1`), `eval`/`exec`, `type`/`vars`/`dir`, "
-        "`str.format` (use f-strings or %). "
+        "Language profile: restricted (RestrictedPython). Not allowed: `match`, dunder names "
+        "(you may read `__name__`, `__class__`, `__doc__`, and define special methods such "
+        "as `__init__`, `__eq__`, `__iter__` in a class), `_private` attributes of objects "
+        "the program did not create, `eval`/`exec`, `vars`/`dir`/`globals`/`locals`, "
+        "`type(name, bases, dict)`, `str.format` (use f-strings or %). "
         f"Importable modules: {ALLOWED_MODULES} (their documented public API, without "
         "`functools.singledispatch`, `collections.UserString`, `string.Formatter`; "
-        "`functools.wraps` copies only the name and docstring). A policy error ends the run "
-        "even if caught."
+        "`functools.wraps` copies only the name and docstring; `sys` is read-only; "
+        "`asyncio` has `run`, `gather` and `sleep`). A policy error ends the run even if "
+        "caught."
     ),
 }
 

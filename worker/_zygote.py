@@ -33,7 +33,8 @@ from ._keeper_lines import SpawnFailed
 ALLOWED_MODULES: tuple[str, ...] = tuple(
     (
         "json re math statistics datetime collections itertools functools random string "
-        "decimal fractions heapq bisect textwrap"
+        "decimal fractions heapq bisect textwrap typing time base64 unicodedata queue stat "
+        "sys asyncio copy dataclasses"
     ).split()
 )
 """What a restricted program may import (the same list as ``_child._stdlib``'s)."""

@@ -59,11 +59,11 @@ def run_program(
         return ProgramResult.failure(compiled.kind, compiled.detail)
     violations: Sequence[ProgramStop] = ()
     if profile == "restricted":
-        from ._restricted import recording_violations, restricted_globals
+        from ._restricted import printing_to, recording_violations, restricted_globals
 
         sink = write if write is not None else (lambda text: print(text, end=""))
         env = restricted_globals(names=names, write=sink)
-        with recording_violations() as record:
+        with recording_violations() as record, printing_to(sink):
             result = _run_module(compiled, env, code, sink)
         violations = record
     else:

@@ -66,9 +66,7 @@ class FrameWriter(io.BufferedIOBase):
         to this buffer, so their output keeps the order it was written in."""
         return (
             io.TextIOWrapper(self, encoding="utf-8", errors="surrogatepass", write_through=True),
-            io.TextIOWrapper(
-                self, encoding="utf-8", errors="surrogatepass", write_through=True
-            ),
+            io.TextIOWrapper(self, encoding="utf-8", errors="surrogatepass", write_through=True),
         )
 
     def write(self, data: bytes) -> int:  # type: ignore[override]
@@ -245,9 +243,7 @@ def run_started(
     if sdk is None:
         sdk = load_sdk(start["sdk_module"])
     if sdk.error is not None:
-        return ProgramResult.failure(
-            "exception", f"the SDK module failed to load: {sdk.error!r}"
-        )
+        return ProgramResult.failure("exception", f"the SDK module failed to load: {sdk.error!r}")
     names = sdk.names
     names["__transport__"] = transport
 

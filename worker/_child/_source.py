@@ -7,8 +7,8 @@ The one place that decides whether a program can run, used by the child (it runs
 
 A program is compiled as a module, as CPython compiles a script: its top-level names are
 globals, ``from __future__`` imports may open it, its qualified names and reprs are those
-of module code, and a top-level ``await`` is allowed (python profile; the code object is
-then a coroutine's). On top of a module, a top-level ``return v`` ends the run with ``v``
+of module code, and a top-level ``await`` is allowed (the code object is then a
+coroutine's). On top of a module, a top-level ``return v`` ends the run with ``v``
 and a trailing expression statement gives the run its value. Both become a ``raise`` of
 :class:`ProgramReturn` carrying the value, which the runner catches: the class is stored
 in the code object's constants (no name a program could see or shadow), and every
@@ -19,7 +19,7 @@ numbers stay the user's.
 Compiling never writes to the process's stderr: the warnings the compiler emits are
 captured (:attr:`CompiledProgram.warnings`), and the runner prints them to the program's
 own output. Standard library only (the restricted profile loads RestrictedPython's
-transformer through ``_restricted``).
+transformer through ``_policy``).
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def compile_program(
             return parsed
         tree = parsed
     if profile == "restricted":
-        from ._restricted import apply_policy
+        from ._policy import apply_policy
 
         try:
             errors = apply_policy(tree)
@@ -156,7 +156,7 @@ def compile_program(
                 kind="policy", detail=cap_detail(_POLICY_PREFIX + "; ".join(errors))
             )
     token = f"ptc-return-{secrets.token_hex(16)}"
-    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT if profile == "python" else 0
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     try:
         module = _as_module(tree, token)
         compiled, caught = _quietly(
@@ -203,9 +203,7 @@ def _quietly(step: Callable[[], _T]) -> tuple[_T, list[warnings.WarningMessage]]
 def _format_warning(warning: warnings.WarningMessage, lines: list[str]) -> str:
     lineno = int(warning.lineno or 0)
     line = lines[lineno - 1] if 0 < lineno <= len(lines) else None
-    return warnings.formatwarning(
-        warning.message, warning.category, PROGRAM_FILENAME, lineno, line
-    )
+    return warnings.formatwarning(warning.message, warning.category, PROGRAM_FILENAME, lineno, line)
 
 
 def _lone_surrogate(code: str) -> str | None:
