@@ -196,6 +196,34 @@ def counts(
     }
 
 
+def thresholds(
+    corpora: dict[str, list[Case]], boards: dict[str, dict[str, Scoreboard]]
+) -> list[str]:
+    """DESIGN section 5's targets for the restricted profile, as measured."""
+    if not {"ptc restricted", "Monty 1.4", "smolagents 1.26"} <= set(boards):
+        return []
+    ours = boards["ptc restricted"]
+    m_ok = [c for c in corpora["monty"] if c.expect != "exception"]
+    m_err = [c for c in corpora["monty"] if c.expect == "exception"]
+    monty = {c.id for c in m_ok if boards["Monty 1.4"]["monty"].verdicts[c.id] == "pass"}
+    smol = {
+        c.id
+        for c in corpora["smolagents"]
+        if boards["smolagents 1.26"]["smolagents"].verdicts[c.id] == "pass"
+    }
+    both_m = sum(ours["monty"].verdicts[i] == "pass" for i in monty)
+    both_s = sum(ours["smolagents"].verdicts[i] == "pass" for i in smol)
+    typed = ours["monty"].count(m_err, "pass", "type")
+    return [
+        f"- restricted accepts {both_m} of the {len(monty)} Monty success cases Monty accepts "
+        f"({both_m / len(monty):.1%}; target 90%)",
+        f"- restricted accepts {both_s} of the {len(smol)} smolagents cases smolagents accepts "
+        f"({both_s / len(smol):.1%}; target 95%)",
+        f"- restricted raises the right exception type on {typed} of {len(m_err)} Monty error "
+        f"cases ({typed / len(m_err):.1%}; target 90%)",
+    ]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.fidelity", description=__doc__)
     parser.add_argument("--only", choices=("ptc", "peers"), help="run only these columns")
@@ -220,12 +248,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 close()
             seconds[label] = time.monotonic() - started
     text = table(corpora, boards)
-    print(text)
+    targets = thresholds(corpora, boards)
+    print(text + ("\n\n" + "\n".join(targets) if targets else ""))
     document: dict[str, Any] = {
         "machine": _stats.machine_facts(),
         "command": "python -m benchmarks.fidelity" + (f" --only {args.only}" if args.only else ""),
         "seconds": seconds,
         "table": text,
+        "targets": targets,
         "counts": {runner: counts(corpora, b) for runner, b in boards.items()},
         "failures": {
             runner: {
@@ -246,6 +276,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with open(args.out + ".md", "w", encoding="utf-8") as fh:
         fh.write("# Fidelity on peers' own corpora\n\n`" + document["command"] + "`\n\n")
         fh.write(text + "\n")
+        if targets:
+            fh.write("\n" + "\n".join(targets) + "\n")
     return 0
 
 

@@ -41,6 +41,7 @@ ALLOWED_MODULES: tuple[str, ...] = tuple(
 PRELOAD: tuple[str, ...] = (
     "worker._child",
     "worker._child._restricted",  # imported by the child only for the restricted profile
+    "worker._child._policy",
     "worker._containment",
     "RestrictedPython",
     "traceback",
