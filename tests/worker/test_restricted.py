@@ -515,3 +515,168 @@ def test_private_and_other_dunder_names_are_refused_on_every_library_object(
 ) -> None:
     with pytest.raises(PolicyViolation):
         guarded_getattr(obj, name)
+
+
+# --- what the widened profile (issue 23) lets through, and how its errors read ----------
+
+WIDENED = """
+from __future__ import annotations
+import asyncio, base64, copy, dataclasses, queue, stat, sys, time, typing, unicodedata
+from typing import Optional
+
+@dataclasses.dataclass
+class Item:
+    name: str
+    qty: int = 0
+
+class Bag:
+    _registry: dict = {}
+
+    def __init__(self, *items: Item) -> None:
+        self._items = list(items)
+        self.count = 0
+
+    def __len__(self):
+        return len(self._items)
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __getitem__(self, i):
+        return self._items[i]
+
+    def __contains__(self, name):
+        return any(i.name == name for i in self._items)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.count += 100
+        return False
+
+    def __eq__(self, other):
+        return isinstance(other, Bag) and self._items == other._items
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"{type(self).__name__}({len(self)})"
+
+def counter():
+    n = 0
+    def bump():
+        nonlocal n
+        n += 1
+        return n
+    return bump
+
+total: int = 0
+bag = Bag(Item("a", 2), Item("b", 3))
+with bag:
+    for item in bag:
+        bag.count += item.qty
+        total += item.qty
+stock = {"a": 1}
+stock["a"] += 4
+bump = counter()
+bump()
+_hidden = bump()
+try:
+    raise KeyError("missing")
+except KeyError as e:
+    error = type(e).__name__ + ":" + e.__class__.__qualname__
+
+async def fetch(x):
+    await asyncio.sleep(0)
+    return x * 2
+
+doubled = await asyncio.gather(fetch(1), fetch(2))
+q = queue.Queue()
+q.put(1)
+print("printed", file=sys.stderr)
+return {
+    "bag": repr(bag), "len": len(bag), "in": "b" in bag, "first": bag[0].name,
+    "count": bag.count, "total": total, "stock": stock, "nonlocal": _hidden,
+    "error": error, "eq": bag == copy.deepcopy(bag), "doubled": doubled,
+    "b64": base64.b64encode(b"hi").decode(), "name": unicodedata.name("a"),
+    "reg": stat.S_ISREG(0o100644), "queue": q.get(), "py": sys.version_info[0],
+    "tick": time.monotonic() > 0, "opt": typing.get_args(Optional[int])[0].__name__,
+    "fmt": "{} {name!r:>5}".format(1, name="x"), "bin": bin(5), "format": format(3.5, ".1f"),
+    "not_impl": NotImplemented is not None, "dc": dataclasses.asdict(Item("z"))["qty"],
+}
+"""
+
+
+def test_ordinary_python_the_widened_profile_lets_through() -> None:
+    result, out = run(WIDENED)
+    assert result.ok, result.detail
+    assert result.value == {
+        "bag": "Bag(2)",
+        "len": 2,
+        "in": True,
+        "first": "a",
+        "count": 105,
+        "total": 5,
+        "stock": {"a": 5},
+        "nonlocal": 2,
+        "error": "KeyError:KeyError",
+        "eq": True,
+        "doubled": [2, 4],
+        "b64": "aGk=",
+        "name": "LATIN SMALL LETTER A",
+        "reg": True,
+        "queue": 1,
+        "py": 3,
+        "tick": True,
+        "opt": "int",
+        "fmt": "1   'x'",
+        "bin": "0b101",
+        "format": "3.5",
+        "not_impl": True,
+        "dc": 0,
+    }
+    assert out == "printed\n"
+
+
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [
+        ("list(**1)", "TypeError: list() argument after ** must be a mapping, not int"),
+        ("getattr()", "TypeError: getattr expected at least 2 arguments, got 0"),
+        ("hasattr(1)", "TypeError: hasattr expected 2 arguments, got 1"),
+        ("getattr(1, 'x', kw=2)", "TypeError: getattr() takes no keyword arguments"),
+        ("import itertools\na, b = itertools.count()", "ValueError: too many values to unpack"),
+        ("a, b = [1]", "ValueError: not enough values to unpack (expected 2, got 1)"),
+        ("class A:\n    pass\nA().n += 1", "AttributeError: 'A' object has no attribute 'n'"),
+        ("d = {}\nd['k'] += 1", "KeyError: 'k'"),
+        ("print('x', sep=1)", "TypeError: sep must be None or a string, not int"),
+        ("type(1, 2)", "TypeError: type() takes 1 or 3 arguments"),
+        ("import nonexistent", "ModuleNotFoundError: No module named 'nonexistent'"),
+        ("from . import x", "ImportError: attempted relative import with no known parent package"),
+    ],
+)
+def test_errors_read_as_cpythons_and_name_no_internals(code: str, message: str) -> None:
+    result, _ = run(code)
+    assert result.kind == "exception", result
+    last = result.detail.splitlines()[-1]
+    assert last.startswith(message), result.detail
+    assert "worker" not in result.detail and "_apply" not in result.detail
+    assert "guarded" not in result.detail
+
+
+def test_an_endless_iterator_unpacked_takes_one_item_too_many_not_all() -> None:
+    code = (
+        "import itertools\nc = itertools.count()\n"
+        "try:\n    a, b = c\nexcept ValueError:\n    pass\nnext(c)"
+    )
+    assert run(code)[0].value == 3
+
+
+def test_a_metaclass_never_reaches_the_program() -> None:
+    code = (
+        "import typing\nclass A:\n    pass\n"
+        "return [t is type for t in (type(A), A.__class__, type(int), ().__class__.__class__, "
+        "typing.get_origin(typing.Type[int]))] + [isinstance(A, type), issubclass(type(A), type)]"
+    )
+    assert run(code)[0].value == [True] * 7

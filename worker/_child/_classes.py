@@ -107,7 +107,7 @@ class _TypeMeta(type):
         return isinstance(obj, type)
 
     def __subclasscheck__(cls, sub: Any) -> bool:
-        return issubclass(sub, type)
+        return sub is cls or issubclass(sub, type)
 
     def __repr__(cls) -> str:
         return "<class 'type'>"
