@@ -772,6 +772,21 @@ ISSUE_23 = [
     P("time-tzset", "import time\ntime.tzset()", "policy"),
     P("queue-threading", "import queue\nreturn queue.threading", "policy"),
     P("future-module", "import __future__", "policy"),
+    # with `from __future__ import annotations` an annotation is text nothing evaluates
+    P(
+        "lazy-annotation-in-a-namedtuple",
+        "from __future__ import annotations\nimport typing\n"
+        "class A(typing.NamedTuple):\n    x: open(CANARY).read()\n"
+        "return type(A.__annotations__['x']).__name__",
+        "ok",
+    ),
+    P(
+        "lazy-annotation-in-a-dataclass",
+        "from __future__ import annotations\nimport dataclasses\n"
+        "@dataclasses.dataclass\nclass A:\n    x: __builtins__['open'](CANARY).read() = 1\n"
+        "return A().x",
+        "ok",
+    ),
     # CPython's errors name no internals of the runtime
     P("apply-is-gone", "return list(**1)", "exception"),
     P("unpack-an-endless-iterator", "import itertools\na, b = itertools.count()", "exception"),

@@ -100,7 +100,11 @@ class _TypeMeta(type):
             return no_metaclass(type(args[0]))
         if len(args) == 3:
             name, bases, namespace = args
-            return program_class(name, tuple(bases), _class_namespace(namespace), **kwargs)
+            if not isinstance(bases, tuple):
+                raise TypeError(
+                    f"type.__new__() argument 2 must be tuple, not {type(bases).__name__}"
+                )
+            return program_class(name, bases, _class_namespace(namespace), **kwargs)
         raise TypeError("type() takes 1 or 3 arguments")
 
     def __instancecheck__(cls, obj: Any) -> bool:

@@ -183,7 +183,9 @@ def _program_owns(obj: Any, name: str) -> bool:
 
 def _is_namedtuple(obj: Any) -> bool:
     cls = obj if isinstance(obj, type) else type(obj)
-    return issubclass(cls, tuple) and isinstance(vars(cls).get("_fields"), tuple)
+    return issubclass(cls, tuple) and any(
+        isinstance(vars(k).get("_fields"), tuple) for k in cls.__mro__
+    )
 
 
 def guarded_hasattr(*args: Any, **kwargs: Any) -> bool:

@@ -69,6 +69,7 @@ class RestrictedPolicy(RestrictingNodeTransformer):
         super().__init__(*args, **kwargs)
         self._classes: list[str] = []  # enclosing class names, for name mangling
         self._scopes: list[str] = []  # "class" or "function", innermost last
+        self._lazy_annotations = False  # `from __future__ import annotations`
 
     # --- names ---------------------------------------------------------------------
 
@@ -154,17 +155,52 @@ class RestrictedPolicy(RestrictingNodeTransformer):
             self._scopes.pop()
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> Any:
-        return self._in_function(RestrictingNodeTransformer.visit_FunctionDef, node)
+        return self._lazy(
+            node, lambda: self._in_function(RestrictingNodeTransformer.visit_FunctionDef, node)
+        )
 
     def visit_Lambda(self, node: ast.Lambda) -> Any:
         return self._in_function(RestrictingNodeTransformer.visit_Lambda, node)
 
     def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> Any:
-        return self._in_function(RestrictingNodeTransformer.visit_FunctionDef, node)
+        return self._lazy(
+            node, lambda: self._in_function(RestrictingNodeTransformer.visit_FunctionDef, node)
+        )
+
+    # --- annotations -----------------------------------------------------------------
+    # With `from __future__ import annotations` an annotation is kept as its source text
+    # and never evaluated: it is left as written (rewritten, its text would be the
+    # guards' calls). Without it, it is evaluated like any expression, so guarded.
+
+    def visit_Module(self, node: ast.Module) -> Any:
+        self._lazy_annotations = any(
+            isinstance(s, ast.ImportFrom)
+            and s.module == "__future__"
+            and any(a.name == "annotations" for a in s.names)
+            for s in node.body
+        )
+        return super().visit_Module(node)
+
+    def visit_arg(self, node: ast.arg) -> Any:
+        return node if self._lazy_annotations else super().visit_arg(node)
+
+    def _lazy(self, node: Any, visit: Any) -> Any:
+        returns = getattr(node, "returns", None)
+        if self._lazy_annotations and returns is not None:
+            node.returns = None
+            visited = visit()
+            visited.returns = returns
+            return visited
+        return visit()
 
     # --- statements ----------------------------------------------------------------
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> Any:
+        if self._lazy_annotations:
+            node.target = self.visit(node.target)
+            if node.value is not None:
+                node.value = self.visit(node.value)
+            return node
         return self.node_contents_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> Any:

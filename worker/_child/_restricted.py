@@ -137,7 +137,10 @@ def _unpack_sequence(it: Any, spec: Mapping[str, Any], _getiter_: Any = iter) ->
     more than it needs (so the interpreter's own "too many values to unpack" is raised
     and an endless iterator is not drained into memory)."""
     needed = spec["min_len"]
-    items = iter(it)
+    try:
+        items = iter(it)
+    except TypeError:
+        raise TypeError(f"cannot unpack non-iterable {type(it).__name__} object") from None
     ret = list(items) if spec.get("starred", True) else list(itertools.islice(items, needed + 1))
     if len(ret) >= needed:
         for index, child in spec["childs"]:
