@@ -146,8 +146,8 @@ def worker_graph() -> dict[str, set[str]]:
 def test_the_source_is_read_the_way_python_resolves_it() -> None:
     assert {"worker", CHILD, "worker._backend", "worker._child._program"} <= set(MODULES)
     assert "worker._framing" in internal("worker._child._transport")
-    assert "worker._child" in internal("worker._containment")  # a function-level import
-    assert "worker._containment" in internal("worker._zygote")
+    assert "worker._child" in internal("worker._confine")  # a function-level import
+    assert "worker._keeper" in internal("worker._zygote")
 
 
 def test_no_import_cycle_inside_worker() -> None:
