@@ -20,7 +20,7 @@ host -> keeper::
 
 Each line is a frozen value object here; both ends write with ``to_line()`` (the keeper in
 ``_keeper``, the zygote's fork failure in ``_zygote``, the host's request in
-``_child_handle``) and read with :class:`KeeperLineDecoder` / :func:`parse_limits_request`.
+``_keeper_channel``) and read with :class:`KeeperLineDecoder` / :func:`parse_limits_request`.
 Anything malformed is a :class:`WorkerError`, never a ``KeyError`` or JSON error. Standard
 library only: the zygote and the keeper import it.
 """
