@@ -193,7 +193,7 @@ def test_program_value_is_return_or_trailing_expression(code: str, value: object
         ("return {1, 2}", "invalid-result", "set"),
         ("return float('nan')", "invalid-result", "non-finite"),
         ("return 'x' * 2000", "invalid-result", "result_bytes"),
-        ("import os", "policy", "not allowed"),
+        ("import json\njson.codecs", "policy", "not available"),
     ],
 )
 def test_failures_end_with_their_kind(code: str, kind: str, needle: str) -> None:
