@@ -51,7 +51,9 @@ class CallStarter(CallHandler, Protocol):
     A backend that receives one calls :meth:`start` as a batch arrives instead of starting
     a task per batch to await the handler: on the nested-call hot path that saves a task
     spawn and an event-loop round (``SubprocessBackend`` on asyncio handles the child's
-    frames in the loop's reader callback, so ``start`` may be called outside any task).
+    frames in the loop's reader callback then, so ``start`` may be called outside any task,
+    where it must not start tasks or cancel scopes through anyio: anyio finds the running
+    loop there only if ``anyio.run`` started it, once ``sniffio`` is installed).
     The handler owns those tasks (they may outlive ``run``), must not block in
     ``start``, and answers each batch exactly once through ``reply`` or ``fail``.
     """

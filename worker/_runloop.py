@@ -194,8 +194,14 @@ class RunLoop:
             self._scope.cancel()
 
     async def _frames(self, child: ChildHandle, tg: anyio.abc.TaskGroup) -> Kill | None:
-        """Handle the child's frames as they come (see :meth:`RunChannel.push_frames`)
-        until a kill or the end of the stream."""
+        """Handle the child's frames as they come until a kill or the end of the stream.
+
+        A :class:`CallStarter` (whose ``start`` may be called outside any task) is pushed
+        its frames from the event loop's reader callback (:meth:`RunChannel.push_frames`).
+        A plain handler gets a task of the run's task group per batch, and anyio can start
+        one only from a task: outside any, it finds the running loop through ``sniffio``
+        when that is installed, which fails on a loop ``anyio.run`` did not start (Ray's
+        actors, ``asyncio.run``). Its frames are read in this task instead."""
         kill: list[Kill] = []
 
         def handle(frame: Frame) -> bool:
@@ -205,8 +211,10 @@ class RunLoop:
                 return False
             return True
 
+        channel = child.channel
+        take = channel.push_frames if self._starter is not None else channel.pull_frames
         try:
-            stopped = await child.channel.push_frames(handle)
+            stopped = await take(handle)
         except ProtocolError as exc:
             return ("protocol", exc.detail)
         if stopped:

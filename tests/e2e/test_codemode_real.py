@@ -8,11 +8,13 @@ so listeners, guards, profile and limits stay local to it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import pytest
+import sniffio
 
 import ptc
 from tests._typing import data
@@ -381,3 +383,25 @@ async def test_a_required_dimension_below_full_fails_closed_as_sandbox_unavailab
     assert data(result.meta)["dispatch_log"] == []
     below = [d for d, e in data(result.meta)["enforcement"].items() if e["level"] != "full"]
     assert below and all(d in detail for d in below)
+
+
+def test_nested_calls_work_in_a_host_that_runs_asyncio_run() -> None:
+    # sniffio is installed (the dev extra): anyio then finds the running loop through it,
+    # which outside a task works only on a loop anyio.run started. A host calling
+    # asyncio.run() must get the same nested calls as one under anyio.run.
+    assert sniffio.current_async_library_cvar.get() is None
+
+    async def main() -> ptc.ToolResult:
+        async with ptc.ToolRuntime(default_mode="code") as runtime:
+
+            @runtime.tool(concurrency_safe=True)
+            async def add(a: int, b: int) -> int:
+                """Add two numbers."""
+                return a + b
+
+            program = "return [tools.add(a=1, b=2), tools.add.map([{'a': 3, 'b': 4}] * 2)]"
+            return await runtime.root.run_code(program)
+
+    result = asyncio.run(main())
+    assert not result.is_error, result.error
+    assert data(result.value)["result"] == [3, [7, 7]]

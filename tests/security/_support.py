@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import textwrap
 from collections.abc import Sequence
 
-from worker import CallReply, CallRequest, Containment, Limits, RunOutcome, RunRequest
+from worker import CallBatch, CallReply, CallRequest, Containment, Limits, RunOutcome, RunRequest
 from worker._backend import SubprocessBackend
 
 # The shape sdkgen generates: tools call the injected __transport__ in batches.
@@ -57,6 +58,25 @@ async def echo_calls(calls: Sequence[CallRequest]) -> list[CallReply]:
         else CallReply.success(dict(c.arguments))
         for c in calls
     ]
+
+
+class EchoStarter:
+    """``echo_calls`` as a :class:`worker.CallStarter`: the run loop hands it each batch
+    instead of starting a task to await it."""
+
+    def __init__(self) -> None:
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def __call__(self, calls: Sequence[CallRequest]) -> Sequence[CallReply]:
+        return await echo_calls(calls)
+
+    def start(self, batch: CallBatch) -> None:
+        async def answer() -> None:
+            await batch.reply(await echo_calls(batch.calls))
+
+        task = asyncio.get_running_loop().create_task(answer())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
 
 async def run(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import tempfile
@@ -11,11 +12,13 @@ from pathlib import Path
 import anyio
 import anyio.abc
 import pytest
+import sniffio
 
 from tests.security._support import (
     PROCESSES_PER_PRIMED_CHILD,
     SDK,
     SHORT,
+    EchoStarter,
     descendants,
     echo_calls,
     leftover_descendants,
@@ -32,6 +35,7 @@ from worker import (
     CallStarter,
     Containment,
     Limits,
+    RunOutcome,
     RunRequest,
     SubprocessBackend,
 )
@@ -161,6 +165,26 @@ class Starter:
     async def _answer(self, batch: CallBatch) -> None:
         await anyio.sleep(0.001)  # answered later, from another task
         await batch.reply(await echo_calls(batch.calls))
+
+
+@pytest.mark.parametrize("handler", ["handler", "starter"])
+def test_nested_calls_work_on_an_asyncio_loop_anyio_did_not_start(handler: str) -> None:
+    # With sniffio installed (most hosts have it), anyio finds the running backend through
+    # it, which outside a task works only on a loop anyio.run started (its context says
+    # so). Ray's actors and hosts that call asyncio.run() run loops anyio did not start;
+    # the run loop must then call anyio from tasks only, never from the reader callback.
+    assert sniffio.current_async_library_cvar.get() is None
+
+    async def main() -> RunOutcome:
+        async with SubprocessBackend() as backend:
+            code = "return [tools.echo(n=1), tools.echo.map([{'n': 2}, {'n': 3}])]"
+            request = RunRequest(code=code, sdk_module=SDK, limits=SHORT)
+            on_calls = EchoStarter() if handler == "starter" else echo_calls
+            return await backend.run(request, on_calls=on_calls)
+
+    outcome = asyncio.run(main())
+    assert outcome.ok, (outcome.kind, outcome.detail)
+    assert outcome.value == [{"n": 1}, [{"n": 2}, {"n": 3}]]
 
 
 async def test_a_call_starter_answers_batches_from_its_own_tasks(
