@@ -86,6 +86,26 @@ async def run(
     return await backend.run(request, on_calls=echo_calls)
 
 
+def cgroup_bases(pid: int) -> list[str]:
+    """Where a host process's per-run cgroups nest: its own cgroup in each hierarchy."""
+    from worker._cgroups import _base_dir
+
+    own: dict[str, str] = {}
+    with open(f"/proc/{pid}/cgroup", encoding="ascii") as fh:
+        for line in fh.read().splitlines():
+            _, controllers, path = line.split(":", 2)
+            for name in controllers.split(",") if controllers else ["unified"]:
+                own[name] = path
+    return [b for h in ("memory", "pids", "unified") if (b := _base_dir(h, own))]
+
+
+def run_cgroups(bases: Sequence[str], host_pid: int) -> list[str]:
+    """The per-run cgroup directories the host process ``host_pid`` made under ``bases``."""
+    import glob
+
+    return [p for base in bases for p in glob.glob(os.path.join(base, f"ptc-{host_pid}-*"))]
+
+
 def scratch_dirs() -> set[str]:
     import tempfile
 

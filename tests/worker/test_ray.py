@@ -36,7 +36,14 @@ from ray.cluster_utils import Cluster
 
 import ptc
 from ptc._decisions import ApprovalAnswer
-from tests.security._support import SDK, descendants, echo_calls
+from tests.security._support import (
+    SDK,
+    cgroup_bases,
+    descendants,
+    echo_calls,
+    run_cgroups,
+    scratch_dirs,
+)
 from worker import (
     DIMENSIONS,
     CallReply,
@@ -70,6 +77,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def env() -> Iterator[Env]:
+    before = scratch_dirs()
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     worker = cluster.add_node(num_cpus=1)
     ray.init(address=cluster.address, log_to_driver=False)
@@ -79,6 +87,13 @@ def env() -> Iterator[Env]:
     finally:
         ray.shutdown()
         cluster.shutdown()
+    # Every node's pool, closed or lost (killed, frozen and dropped, shut down with the
+    # cluster), leaves no scratch dir behind once its zygote is gone. Nothing here says
+    # when the last zygote exits: polled, with a generous bound.
+    deadline = time.monotonic() + 20
+    while scratch_dirs() - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert scratch_dirs() - before == set()
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +156,17 @@ async def wait_until(predicate: Any, timeout_s: float = 5.0) -> bool:
             return False
         await anyio.sleep(0.02)
     return True
+
+
+def node_scratch_dirs(node: RayNode) -> set[str]:
+    """The scratch dirs of the node's children (each child's working directory)."""
+    found = set()
+    for pid in descendants(node.zygote_pid or 0):
+        try:
+            found.add(os.path.basename(os.readlink(f"/proc/{pid}/cwd")))
+        except OSError:
+            continue
+    return found & scratch_dirs()
 
 
 def gone(pid: int) -> bool:
@@ -488,6 +514,10 @@ async def test_a_node_killed_mid_run_ends_that_run_as_worker_exit(
 ) -> None:
     doomed = next(n for n in backend.nodes() if n.node_id == env.worker.node_id)
     doomed_pids = [doomed.actor_pid, doomed.zygote_pid or 0, *descendants(doomed.zygote_pid or 0)]
+    doomed_scratch = node_scratch_dirs(doomed)
+    assert doomed_scratch  # its pooled children's
+    doomed_cgroups = cgroup_bases(doomed.actor_pid)
+    assert run_cgroups(doomed_cgroups, doomed.actor_pid)
     outcomes: list[RunOutcome] = []
     started: list[str] = []
     abort = anyio.Event()
@@ -514,6 +544,9 @@ async def test_a_node_killed_mid_run_ends_that_run_as_worker_exit(
     assert [o.value for o in later] == [1, 1, 1]
     assert {node_id(o) for o in later} == {env.head_id}
     assert await wait_until(lambda: all(gone(p) for p in doomed_pids), 10)
+    # Its zygote removed what its host could not before it exited: nothing is left.
+    assert doomed_scratch & scratch_dirs() == set()
+    assert run_cgroups(doomed_cgroups, doomed.actor_pid) == []
 
 
 async def test_a_node_that_joins_gets_runs(env: Env, backend: RayBackend) -> None:
@@ -541,10 +574,13 @@ async def test_close_leaves_no_actor_and_no_worker_process(backend: RayBackend) 
     assert len(nodes) == 2 and all(not gone(p) for p in pids)
     assert len(pids) > 2 * len(nodes)  # actors, zygotes, and each zygote's pooled children
     assert len(our_actors(nodes)) == 2
+    scratch = set().union(*(node_scratch_dirs(n) for n in nodes))
+    assert scratch
     await backend.aclose()
     assert ray.is_initialized()  # Ray was initialised by the test, so it stays up
     assert our_actors(nodes) == []
     assert await wait_until(lambda: all(gone(p) for p in pids), 10)
+    assert scratch & scratch_dirs() == set()
     with pytest.raises(WorkerError, match="closed"):
         await run(backend, "return 1")
 
