@@ -326,6 +326,24 @@ async def test_nested_calls_are_decided_by_the_host_pipeline(rt: ptc.ToolRuntime
     assert {r["node"] for r in meta["enforcement"].values()} == {node}
 
 
+async def test_a_host_error_in_nested_dispatch_ends_the_run_with_that_error(
+    rt: ptc.ToolRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As with the local backends (tests/ptc/test_codemode.py): the handler's error is the
+    # run's, not "0 replies" (worker/_abc.py: a host bug propagates from run()).
+    from ptc._dispatch_log import DispatchLog
+
+    async def broken(*args: object) -> None:
+        raise RuntimeError("host bug in the dispatch log")
+
+    monkeypatch.setattr(DispatchLog, "live", broken)
+    scope = rt.scope("host-error")
+    scope.present_as("code")
+    result = await scope.run_code("return tools.add(a=1, b=2)")
+    assert result.error is not None and result.error.code == "TOOL_ERROR"
+    assert "host bug in the dispatch log" in result.error.message
+
+
 async def test_a_deferred_approval_suspends_and_the_resumed_run_replays_on_the_cluster(
     backend: RayBackend,
 ) -> None:
