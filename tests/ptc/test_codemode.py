@@ -17,6 +17,7 @@ import anyio.lowlevel
 import pytest
 
 import ptc
+from tests._backends import anyio_backend  # noqa: F401 - both anyio backends
 from tests._typing import data
 from worker import CallReply, CallRequest, RunOutcome, RunRequest
 from worker.testing import FakeBackend

@@ -16,6 +16,7 @@ import anyio
 import pytest
 
 import ptc
+from tests._backends import anyio_backend  # noqa: F401 - both anyio backends
 from tests._typing import data
 from worker.testing import FakeBackend
 

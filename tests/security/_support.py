@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+import anyio
 
 from worker import CallBatch, CallReply, CallRequest, Containment, Limits, RunOutcome, RunRequest
 from worker._backend import SubprocessBackend
@@ -149,7 +151,19 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-def leftover_descendants(pid: int, timeout_s: float = 2.0) -> list[int]:
+async def eventually(predicate: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    """Whether ``predicate`` holds within ``timeout_s``, polled: only for changes nothing
+    signals to the test (another process reaping, removing, exiting); the bound is
+    generous, a loaded machine only makes it take longer."""
+    deadline = anyio.current_time() + timeout_s
+    while not predicate():
+        if anyio.current_time() > deadline:
+            return False
+        await anyio.sleep(0.01)
+    return True
+
+
+def leftover_descendants(pid: int, timeout_s: float = 10.0) -> list[int]:
     """Descendants of ``pid`` still present after waiting up to ``timeout_s`` for exits
     to be reaped (the zygote reaps on SIGCHLD, asynchronously to the host)."""
     import time

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import tempfile
@@ -11,9 +10,10 @@ from pathlib import Path
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import pytest
-import sniffio
 
+from tests._backends import run_on_a_loop_anyio_did_not_start
 from tests.security._support import (
     PROCESSES_PER_PRIMED_CHILD,
     SDK,
@@ -21,7 +21,7 @@ from tests.security._support import (
     EchoStarter,
     descendants,
     echo_calls,
-    leftover_descendants,
+    eventually,
     run,
     scratch_dirs,
     zombies,
@@ -113,11 +113,7 @@ async def test_cancellation_kills_the_child_and_re_raises(backend: SubprocessBac
     # only the pooled keepers and children remain: the cancelled run's tree is gone
     await backend.start()  # complete the pool's handshakes so each has both processes
     expected = PROCESSES_PER_PRIMED_CHILD * len(backend.pooled)
-    for _ in range(100):
-        if len(descendants(backend.zygote_pid or 0)) == expected:
-            break
-        await anyio.sleep(0.01)
-    assert len(descendants(backend.zygote_pid or 0)) == expected
+    assert await eventually(lambda: len(descendants(backend.zygote_pid or 0)) == expected)
     assert (await run(backend, "return 'next'")).value == "next"
 
 
@@ -163,7 +159,7 @@ class Starter:
             self.tg.start_soon(self._answer, batch)
 
     async def _answer(self, batch: CallBatch) -> None:
-        await anyio.sleep(0.001)  # answered later, from another task
+        await anyio.lowlevel.checkpoint()  # answered later, from another task
         await batch.reply(await echo_calls(batch.calls))
 
 
@@ -173,7 +169,6 @@ def test_nested_calls_work_on_an_asyncio_loop_anyio_did_not_start(handler: str) 
     # it, which outside a task works only on a loop anyio.run started (its context says
     # so). Ray's actors and hosts that call asyncio.run() run loops anyio did not start;
     # the run loop must then call anyio from tasks only, never from the reader callback.
-    assert sniffio.current_async_library_cvar.get() is None
 
     async def main() -> RunOutcome:
         async with SubprocessBackend() as backend:
@@ -182,7 +177,7 @@ def test_nested_calls_work_on_an_asyncio_loop_anyio_did_not_start(handler: str) 
             on_calls = EchoStarter() if handler == "starter" else echo_calls
             return await backend.run(request, on_calls=on_calls)
 
-    outcome = asyncio.run(main())
+    outcome = run_on_a_loop_anyio_did_not_start(main)
     assert outcome.ok, (outcome.kind, outcome.detail)
     assert outcome.value == [{"n": 1}, [{"n": 2}, {"n": 3}]]
 
@@ -237,8 +232,13 @@ async def test_required_dimension_missing_fails_closed() -> None:
 async def test_a_dead_zygote_is_restarted(backend: SubprocessBackend) -> None:
     first = backend.zygote_pid
     assert first is not None
-    os.kill(first, 9)
-    await anyio.sleep(0.05)
+    pidfd = os.pidfd_open(first)
+    try:
+        os.kill(first, 9)
+        with anyio.fail_after(10):
+            await anyio.wait_readable(pidfd)  # readable once it has exited
+    finally:
+        os.close(pidfd)
     out = await run(backend, "return 'again'")
     assert out.value == "again"
     assert backend.zygote_pid != first
@@ -290,13 +290,9 @@ async def test_no_zombie_and_no_scratch_dir_after_200_runs(
         zygote = b.zygote_pid or 0
         # The last runs' keepers exited moments ago (torn down in the background): the
         # zygote reaps them as their SIGCHLD arrives; none may stay.
-        for _ in range(200):
-            if not zombies(zygote):
-                break
-            await anyio.sleep(0.01)
-        assert zombies(zygote) == []
+        assert await eventually(lambda: not zombies(zygote)), zombies(zygote)
         expected = PROCESSES_PER_PRIMED_CHILD * len(b.pooled)
-        assert len(leftover_descendants(zygote, timeout_s=0.5)) == expected
+        assert await eventually(lambda: len(descendants(zygote)) == expected)
     assert scratch_dirs() == before_scratch
     assert zombies(os.getpid()) == []
     assert not _alive(zygote)

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
 import anyio
+import anyio.lowlevel
 import pytest
 from anyio.abc import UNIXSocketStream
 
@@ -152,7 +153,7 @@ async def test_frames_are_read_as_they_come_and_the_socket_is_unregistered_on_cl
     for n in range(3):  # each read finds nothing and waits for readiness
         async with anyio.create_task_group() as tg:
             tg.start_soon(read)
-            await anyio.sleep(0.01)
+            await anyio.wait_all_tasks_blocked()  # the reader waits for readiness
             fake.run.sendall(encode({"type": "stdout", "data": f"line {n}"}))
     assert got == [{"type": "stdout", "data": f"line {n}"} for n in range(3)]
     fake.keeper.close()
@@ -171,12 +172,14 @@ async def test_readiness_nobody_waits_for_does_not_spin_the_loop(fake: Fake) -> 
             await fake.handle.channel.next_frame()
 
         tg.start_soon(read)
-        await anyio.sleep(0.01)
+        await anyio.wait_all_tasks_blocked()  # the reader waits for readiness
         fake.run.sendall(encode({"type": "stdout", "data": "x"}))
     # Unread data arrives while nobody reads: the first readiness unregisters the socket.
     fake.run.sendall(encode({"type": "stdout", "data": "unread"}))
+    # The data is there now: the loop's next poll of its selector (an iteration of the
+    # loop, at most two yields away) runs the readiness callback; a few more would spin.
     for _ in range(5):
-        await anyio.sleep(0.005)
+        await anyio.lowlevel.checkpoint()
     assert asyncio.get_running_loop().remove_reader(fd) is False
     assert await fake.handle.channel.next_frame() == {"type": "stdout", "data": "unread"}
 

@@ -149,7 +149,7 @@ def holders(marker: str, nodes: Sequence[RayNode]) -> list[int]:
     return found
 
 
-async def wait_until(predicate: Any, timeout_s: float = 5.0) -> bool:
+async def wait_until(predicate: Any, timeout_s: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while not predicate():
         if time.monotonic() > deadline:
@@ -417,13 +417,12 @@ async def test_a_failed_run_through_the_runtime_names_kind_and_keeps_output(
 async def test_limits_are_enforced_on_the_node(
     backend: RayBackend, code: str, limits: Limits, kind: str, detail: str
 ) -> None:
-    started = time.monotonic()
     out = await run(backend, code, limits)
     assert (out.kind, out.ok) == (kind, False), out
     assert detail in out.detail
     # The node's own backend ended it (it reports the child's rusage), not the host's deadline.
     assert out.stats.cpu_ms > 0 and out.stats.node
-    assert time.monotonic() - started < limits.wall_seconds + 1.0
+    assert "did not end the run" not in out.detail
 
 
 async def test_abort_kills_the_program_on_its_node(backend: RayBackend) -> None:
@@ -485,18 +484,18 @@ async def test_the_host_deadline_ends_a_run_whose_node_stopped_answering(
         os.kill(node.actor_pid, signal.SIGSTOP)  # the node's actor freezes mid-run
         stopped.append(node)
 
-    started = time.monotonic()
     try:
         out = await run(
             backend, marked_program(marker), Limits(wall_seconds=1), on_stdout=on_stdout
         )
-        elapsed = time.monotonic() - started
+        # The host's deadline ended the run, not the program (it sleeps 30 s, still held
+        # by the frozen node's child).
+        assert holders(marker, stopped)
     finally:
         for node in stopped:
             os.kill(node.actor_pid, signal.SIGCONT)
     assert out.kind == "timeout" and "did not end the run within 1 s" in out.detail
     assert out.output.text == "started\n" and out.stats.node == stopped[0].name
-    assert 1.9 < elapsed < 3.0  # the wall clock plus the host's grace, not the program's 30 s
     # Suspect, the node gets no runs until it answers again.
     assert stopped[0].node_id not in {n.node_id for n in backend.nodes()}
     assert node_id(await run(backend, "return 1")) != stopped[0].node_id
