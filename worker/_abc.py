@@ -1,8 +1,10 @@
 """The one interface through which a host runs programs in workers.
 
-Two implementations exist: :class:`worker.SubprocessBackend` (fresh contained child per
-run, forked from a zygote) and :class:`worker.testing.FakeBackend` (in-process, no
-isolation, for tests of code built on top of this interface).
+Three implementations exist: :class:`worker.SubprocessBackend` (fresh contained child per
+run, forked from a zygote), :class:`worker.ray.RayBackend` (each run on a node of a Ray
+cluster, in that node's ``SubprocessBackend``; extra ``ptc[ray]``) and
+:class:`worker.testing.FakeBackend` (in-process, no isolation, for tests of code built on
+top of this interface).
 """
 
 from __future__ import annotations
