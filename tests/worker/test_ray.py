@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -573,6 +575,31 @@ async def test_a_node_that_joins_gets_runs(env: Env, backend: RayBackend) -> Non
     while joined.node_id not in landed and time.monotonic() < deadline:
         landed.add(node_id(await run(backend, "import time\ntime.sleep(0.05)\nreturn 1")))
     assert landed == {env.head_id, joined.node_id}
+
+
+async def test_the_scale_out_example_runs_on_the_cluster(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # docs/scale-out.md's example as written; Ray is initialised already, so its
+    # RayBackend(address="auto") uses this connection (and leaves Ray up when it closes).
+    (example,) = re.findall(r"```python\n(.*?)```", SCALE_OUT.read_text(), flags=re.S)
+
+    @ptc.tool
+    def search(query: str) -> list[str]:
+        """Search the notes."""
+        return [query]
+
+    namespace: dict[str, Any] = {"my_approver": approver, "search": search}
+    exec(example, namespace)  # noqa: S102 - the documentation's own code
+    await namespace["main"]()
+    printed = capsys.readouterr().out.splitlines()[-1]  # Ray may print its own lines
+    node, network = printed.split(" ", 1)
+    assert node.partition("@")[0] in alive_node_ids()  # the node in the stats
+    assert "'level': 'full'" in network
+    assert ray.is_initialized()
+
+
+SCALE_OUT = Path(__file__).resolve().parents[2] / "docs" / "scale-out.md"
 
 
 def our_actors(nodes: Sequence[RayNode]) -> list[str]:
