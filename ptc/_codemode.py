@@ -40,8 +40,9 @@ from worker import (
 
 from ._body import BodyFailure
 from ._decisions import ApprovalAnswer
-from ._errors import ClosedError, UsageError
-from ._json import JSON, FrozenDict
+from ._errors import ClosedError, SuspensionError, UsageError
+from ._events import logger
+from ._json import JSON, FrozenDict, thaw
 from ._layers import Mode
 from ._preflight import PreflightError, check_program
 from ._prompt import (
@@ -149,6 +150,7 @@ class CodeMode:
             async def execute(arguments: FrozenDict, context: ToolContext) -> Any:
                 # The SDK, profile and limits this definition was built from, bound here.
                 started = time.monotonic()  # the wall clock runs from run_code entry
+                self._check_suspended(arguments, context)
                 return await self._execute(bound, profile, limits, arguments, context, started)
 
             stub = sdk.stub
@@ -156,6 +158,7 @@ class CodeMode:
 
             async def execute(arguments: FrozenDict, context: ToolContext) -> Any:
                 started = time.monotonic()  # waiting for the SDK counts against the wall clock
+                self._check_suspended(arguments, context)
                 _check_size(arguments)
                 built: sdkgen.Sdk | None = None
                 with anyio.move_on_after(limits.wall_seconds):
@@ -354,24 +357,13 @@ class CodeMode:
     ) -> BodyFailure:
         """Keep the record and describe the pause to the model and the host."""
         now = time.time()
-        suspension = Suspension(
-            token=new_token(),
-            scope_path=scope.path,
-            call_id=execution.call_id,
-            root_call_id=execution.root_call_id,
-            code=code,
-            description=description,
-            created_at=now,
-            expires_at=now + self._suspensions.ttl_seconds,
-            calls=suspended.calls,
-            pending=suspended.pending,
-        )
-        await self._suspensions.save(suspension)
+        token = new_token()
+        expires_at = now + self._suspensions.ttl_seconds
         pending = suspended.pending
         meta = dict(suspended.meta)
         meta["suspension"] = {
-            "token": suspension.token,
-            "expires_at": suspension.expires_at,
+            "token": token,
+            "expires_at": expires_at,
             "pending": {
                 "sub_call_id": pending.sub_call_id,
                 "name": pending.name,
@@ -379,14 +371,48 @@ class CodeMode:
                 "reason": pending.reason,
             },
         }
-        why = f" ({pending.reason})" if pending.reason else ""
-        message = (
-            f"code run suspended: `{pending.name}` awaits a person's approval{why}. The program "
-            "was stopped before that call; when the approval is decided the host resumes it, "
-            "and the calls already made are not made again. Do not call run_code again for "
-            f"this task now.\nCaptured output:\n{suspended.output}"
+        suspension = Suspension(
+            token=token,
+            scope_path=scope.path,
+            call_id=execution.call_id,
+            root_call_id=execution.root_call_id,
+            code=code,
+            description=description,
+            created_at=now,
+            expires_at=expires_at,
+            calls=suspended.calls,
+            pending=pending,
+            output=suspended.output,
+            meta=thaw(meta),
         )
-        return BodyFailure("SUSPENDED", message, meta)
+        await self._suspensions.save(suspension)
+        return _suspended_failure(suspension)
+
+    def _check_suspended(self, arguments: FrozenDict, context: ToolContext) -> None:
+        """A ``run_code`` call whose call id paused this program in this scope (a framework
+        calling its tool again on resume) gets the same ``SUSPENDED`` result: nothing runs."""
+        scope = context.execution.scope
+        if _REPLAY.get() is not None or not isinstance(scope, Scope):
+            return
+        try:
+            found = self._suspensions.find(scope.path, context.execution.call_id)
+        except SuspensionError:
+            logger.exception(
+                "run_code %s: its suspension record cannot be read; running it",
+                context.execution.call_id,
+            )
+            return
+        if found is not None and found.code == arguments.get("code"):
+            raise _suspended_failure(found)
+
+    def suspension(self, scope: Scope, call_id: str) -> Suspension | None:
+        """The live suspension of the ``run_code`` call ``call_id`` in ``scope``."""
+        return self._suspensions.find(scope.path, call_id)
+
+    async def discard(self, scope: Scope, key: str) -> Suspension:
+        """Drop a suspended run without resuming it (by call id or token)."""
+        found = self._suspensions.find(scope.path, key)
+        return await self._suspensions.take(found.token if found else key, scope.path)
 
     async def resume(self, scope: Scope, token: str, answer: ApprovalAnswer) -> ToolResult:
         """Run a suspended program again in a fresh worker (see ``Scope.resume``)."""
@@ -394,7 +420,8 @@ class CodeMode:
             raise UsageError(f"answer must be one of {_RESUME_ANSWERS}, got {answer!r}")
         if self._closed:
             raise ClosedError("the runtime is closed")
-        suspension = await self._suspensions.take(token, scope.path)
+        found = self._suspensions.find(scope.path, token)  # a call id names it too
+        suspension = await self._suspensions.take(found.token if found else token, scope.path)
         replay = Replay(calls=suspension.calls, pending=suspension.pending, answer=answer)
         arguments: dict[str, JSON] = {"code": suspension.code}
         if suspension.description:
@@ -404,6 +431,20 @@ class CodeMode:
             return await scope.call(RUN_CODE, arguments, call_id=suspension.call_id)
         finally:
             _REPLAY.reset(reset)
+
+
+def _suspended_failure(suspension: Suspension) -> BodyFailure:
+    """The ``SUSPENDED`` result of a paused run, from its record."""
+    pending = suspension.pending
+    why = f" ({pending.reason})" if pending.reason else ""
+    message = (
+        f"code run suspended: `{pending.name}` awaits a person's approval{why}. The program "
+        "was stopped before that call; when the approval is decided the host resumes it, "
+        "and the calls already made are not made again. Do not call run_code again for "
+        f"this task now.\nCaptured output:\n{suspension.output}"
+    )
+    meta = suspension.meta if isinstance(suspension.meta, dict) else {}
+    return BodyFailure("SUSPENDED", message, meta)
 
 
 def _check_size(arguments: FrozenDict) -> None:

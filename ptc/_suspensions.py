@@ -1,17 +1,20 @@
 """Suspended runs: what was recorded when a program's call was deferred, and where it is kept.
 
 A :class:`Suspension` is plain data (JSON, never pickled): the program, the scope it ran in,
-every call that completed before the pause (name, arguments and the reply the program got)
-and the call awaiting approval. A store keeps suspensions until they are resumed once,
-bound to their scope, until they expire:
+every call that completed before the pause (name, arguments and the reply the program got),
+the call awaiting approval, and what the paused run showed (its output and ``meta``). A store
+keeps suspensions until they are resumed once, bound to their scope, until they expire, and
+finds them by token or by the ``run_code`` call id they paused (an agent framework knows its
+tool call ids, not ptc's tokens):
 
 - :class:`SuspensionStore` keeps them in memory (the runtime's default);
 - :class:`FileSuspensionStore` keeps one JSON file per suspension under a directory, written
   atomically and signed with an HMAC key, so a restarted host can resume them and a file that
   was changed, truncated or replaced is refused, never run.
 
-Tokens are 128-bit random strings; a file store names its files by a hash of the token, so
-listing the directory reveals none.
+Tokens are 128-bit random strings; a file store names its files by a hash of the token (and
+its call-id index files by a hash of scope path and call id), so listing the directory
+reveals none.
 """
 
 from __future__ import annotations
@@ -98,6 +101,11 @@ class Suspension:
     expires_at: float
     calls: tuple[RecordedCall, ...]
     pending: PendingApproval
+    output: str = ""
+    """The output the paused run had captured."""
+    meta: JSON = None
+    """The paused ``run_code`` result's ``meta`` (dispatch log, enforcement, stats,
+    ``suspension``): a call of ``run_code`` with the same call id returns it again."""
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -107,7 +115,7 @@ class Suspension:
     @classmethod
     def from_json(cls, data: object) -> Suspension:
         """Strictly validated: every field present with its type, nothing else."""
-        obj = _fields(data, "suspension", _SUSPENSION_FIELDS)
+        obj = _fields(data, "suspension", _SUSPENSION_FIELDS, _SUSPENSION_LATER_FIELDS)
         calls = obj["calls"]
         if not isinstance(calls, list):
             raise SuspensionError("the suspension record is malformed: calls is not a list")
@@ -124,6 +132,8 @@ class Suspension:
                 RecordedCall(**_fields(c, f"calls[{i}]", _CALL_FIELDS)) for i, c in enumerate(calls)
             ),
             pending=PendingApproval(**_fields(obj["pending"], "pending", _PENDING_FIELDS)),
+            output=obj.get("output", ""),
+            meta=obj.get("meta"),
         )
 
 
@@ -159,6 +169,11 @@ _SUSPENSION_FIELDS: dict[str, Any] = {
     "calls": lambda v: type(v) is list,
     "pending": lambda v: type(v) is dict,
 }
+# Fields added after the first records were written: a record without them is still read.
+_SUSPENSION_LATER_FIELDS: dict[str, Any] = {
+    "output": _is_str,
+    "meta": lambda v: v is None or type(v) is dict,
+}
 _CALL_FIELDS: dict[str, Any] = {
     "n": _is_int,
     "name": _is_str,
@@ -179,17 +194,20 @@ _PENDING_FIELDS: dict[str, Any] = {
 }
 
 
-def _fields(data: object, where: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+def _fields(
+    data: object, where: str, spec: Mapping[str, Any], later: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     if type(data) is not dict:
         raise SuspensionError(f"the suspension record is malformed: {where} is not an object")
     assert isinstance(data, dict)
-    if set(data) != set(spec):
+    optional = later or {}
+    if not set(spec) <= set(data) <= set(spec) | set(optional):
         raise SuspensionError(
             f"the suspension record is malformed: {where} has fields {sorted(data)}, "
             f"expected {sorted(spec)}"
         )
-    for name, check in spec.items():
-        if not check(data[name]):
+    for name, check in {**spec, **optional}.items():
+        if name in data and not check(data[name]):
             raise SuspensionError(f"the suspension record is malformed: {where}.{name}")
     return data
 
@@ -197,7 +215,8 @@ def _fields(data: object, where: str, spec: Mapping[str, Any]) -> dict[str, Any]
 class SuspensionStore:
     """Suspended runs kept in memory until resumed once, bound to their scope, until they
     expire (``ttl_seconds``, default 24 h). Thread-safe. Subclass it to keep them elsewhere:
-    override :meth:`_put`, :meth:`_pop` and :meth:`_peek`."""
+    override :meth:`_put`, :meth:`_pop`, :meth:`_peek` and the call-id index
+    (:meth:`_index`, :meth:`_unindex`, :meth:`_indexed`)."""
 
     def __init__(self, *, ttl_seconds: float = DEFAULT_TTL_SECONDS) -> None:
         if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int | float):
@@ -207,11 +226,30 @@ class SuspensionStore:
         self.ttl_seconds = float(ttl_seconds)
         self._lock = threading.Lock()
         self._records: dict[str, Suspension] = {}
+        self._by_call: dict[tuple[str, str], str] = {}
         self._used: set[str] = set()
 
     async def save(self, suspension: Suspension) -> None:
         """Keep ``suspension`` until it is taken or expires."""
-        await anyio.to_thread.run_sync(self._put, suspension)
+        await anyio.to_thread.run_sync(self._save, suspension)
+
+    def _save(self, suspension: Suspension) -> None:
+        self._put(suspension)
+        self._index(suspension)
+
+    def find(self, scope_path: str, call_id: str) -> Suspension | None:
+        """The live suspension of the ``run_code`` call ``call_id`` in the scope at
+        ``scope_path`` (``None``: none, or it was resumed, discarded or expired).
+
+        Reads at most one small record, so it may be called from the event loop."""
+        if not isinstance(call_id, str) or not call_id:
+            return None
+        with self._lock:
+            token = self._indexed(scope_path, call_id)
+            found = self._peek(token) if token is not None else None
+        if found is None or found.scope_path != scope_path or found.call_id != call_id:
+            return None
+        return found if found.expires_at > time.time() else None
 
     async def take(self, token: str, scope_path: str) -> Suspension:
         """Remove and return the suspension of ``token`` for the scope at ``scope_path``.
@@ -238,9 +276,11 @@ class SuspensionStore:
                 )
             if found.expires_at <= time.time():
                 self._pop(token)
+                self._unindex(found)
                 raise SuspensionError("this suspended run expired; start a new run")
             if not self._pop(token):  # another process took it between peek and pop
                 raise SuspensionError("this suspended run was resumed already")
+            self._unindex(found)
             self._mark_used(token)
             return found
 
@@ -263,6 +303,20 @@ class SuspensionStore:
 
     def _mark_used(self, token: str) -> None:
         self._used.add(token)
+
+    def _index(self, suspension: Suspension) -> None:
+        """Remember which token paused ``suspension.call_id`` in its scope."""
+        with self._lock:
+            self._by_call[(suspension.scope_path, suspension.call_id)] = suspension.token
+
+    def _unindex(self, suspension: Suspension) -> None:
+        key = (suspension.scope_path, suspension.call_id)
+        if self._by_call.get(key) == suspension.token:
+            del self._by_call[key]
+
+    def _indexed(self, scope_path: str, call_id: str) -> str | None:
+        """The token indexed for ``call_id`` in the scope (it may be stale: checked after)."""
+        return self._by_call.get((scope_path, call_id))
 
 
 class FileSuspensionStore(SuspensionStore):
@@ -349,6 +403,30 @@ class FileSuspensionStore(SuspensionStore):
 
     def _mark_used(self, token: str) -> None:
         _write_atomically(self._file(token, ".used"), b"")
+
+    def _call_file(self, scope_path: str, call_id: str) -> Path:
+        key = f"{scope_path}\0{call_id}".encode("utf-8", "surrogatepass")
+        return self.path / f"{hashlib.sha256(key).hexdigest()}.call"
+
+    def _index(self, suspension: Suspension) -> None:
+        # Only a token: whatever it points at is read and verified like any record.
+        token = suspension.token.encode("utf-8", "surrogatepass")
+        _write_atomically(self._call_file(suspension.scope_path, suspension.call_id), token)
+
+    def _unindex(self, suspension: Suspension) -> None:
+        file = self._call_file(suspension.scope_path, suspension.call_id)
+        with contextlib.suppress(OSError):
+            if file.read_bytes().decode("utf-8", "replace") == suspension.token:
+                file.unlink()
+
+    def _indexed(self, scope_path: str, call_id: str) -> str | None:
+        try:
+            with open(self._call_file(scope_path, call_id), "rb") as fh:
+                raw = fh.read(256)
+        except OSError:
+            return None
+        token = raw.decode("utf-8", "replace")
+        return token or None
 
 
 def _canonical(record: object) -> bytes:
