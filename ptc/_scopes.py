@@ -26,6 +26,7 @@ from ._events import (
     Disposer,
     Event,
     ExecuteListener,
+    OutputListener,
     PostExecuteListener,
     PreExecuteListener,
     ResultListener,
@@ -250,6 +251,8 @@ class Scope:
     def on(self, event: Literal["tools/result"], listener: ResultListener) -> Disposer: ...
     @overload
     def on(self, event: Literal["tools/change"], listener: ChangeListener) -> Disposer: ...
+    @overload
+    def on(self, event: Literal["code/output"], listener: OutputListener) -> Disposer: ...
 
     def on(self, event: Event, listener: AnyListener) -> Disposer:
         """Listen to ``event`` for this scope and its descendants (see ``ToolRuntime.on``)."""
@@ -326,8 +329,15 @@ class Scope:
         self._cache = (version, view, site)
         return view, site
 
-    def model_tools(self, format: ModelFormat = "raw") -> list[dict[str, JSON]]:
+    def model_tools(
+        self, format: ModelFormat = "raw", *, strict: bool = False
+    ) -> list[dict[str, JSON]]:
         """The tool specs for the model: name, description and input schema only.
+
+        ``strict=True`` (``format="openai"``): OpenAI strict-mode schemas, every property
+        required and the optional ones nullable; a ``null`` the model sends for an optional
+        parameter then means "not sent" (the pipeline drops it where the tool's own schema
+        does not allow ``null``).
 
         In code or both mode ``run_code``'s description embeds the SDK: built in the
         background after a change, and built here (blocking) if it is not ready yet —
@@ -339,7 +349,7 @@ class Scope:
         visible = self.view().visible
         if mode == "code":
             visible = {k: v for k, v in visible.items() if k == RESERVED_NAME}
-        return [model_spec(d, format) for d in visible.values()]
+        return [model_spec(d, format, strict=strict) for d in visible.values()]
 
     def sdk(self) -> str:
         """The SDK text for this scope's visible tools (built here if not ready yet)."""
