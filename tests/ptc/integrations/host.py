@@ -1,0 +1,76 @@
+"""The host every adapter test drives: a code-mode scope with notes tools whose bodies count
+their runs, a policy that asks before deleting and denies a forbidden note, and an approver
+that defers every ask (a person decides later, through the framework's own mechanism)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import ptc
+from worker.testing import FakeBackend
+
+# A program that reads two notes, deletes one (asks first), then reads again.
+PROGRAM = """\
+a = tools.read_note(note_id=1)
+b = tools.read_note(note_id=2)
+gone = tools.delete_note(note_id=2)
+return {"kept": a, "deleted": gone, "left": tools.read_note(note_id=1)}
+"""
+ANSWER = {"kept": "note 1", "deleted": "deleted 2", "left": "note 1"}
+BAD_PROGRAM = "return 1 / 0"
+FORBIDDEN = "return tools.delete_note(note_id=13)"
+
+
+class Host:
+    def __init__(self) -> None:
+        self.ran: Counter[str] = Counter()
+        self.results: list[ptc.ToolResult] = []
+        self.defer = True
+
+    async def approver(self, request: ptc.ApprovalRequest) -> ptc.ApprovalAnswer:
+        return "deferred" if self.defer else "allowed-once"
+
+    def install(self, runtime: ptc.ToolRuntime) -> None:
+        ran = self.ran
+
+        @runtime.tool(concurrency_safe=True)
+        def read_note(note_id: int) -> str:
+            """Read a note."""
+            ran["read_note"] += 1
+            return f"note {note_id}"
+
+        @runtime.tool
+        def delete_note(note_id: int) -> str:
+            """Delete a note (asks a person first)."""
+            ran["delete_note"] += 1
+            return f"deleted {note_id}"
+
+        async def policy(execution: ptc.ToolExecution, nxt: Any) -> Any:
+            if execution.name == "delete_note":
+                if execution.arguments.get("note_id") == 13:
+                    return ptc.Deny("note 13 is protected")
+                return ptc.Ask("delete a note?")
+            return await nxt()
+
+        runtime.on("tools/pre-execute", policy)
+        runtime.on("tools/result", self.results.append)
+
+    def call_ids(self, name: str = "run_code") -> list[str]:
+        return [r.call_id for r in self.results if r.name == name]
+
+
+@asynccontextmanager
+async def code_scope(host: Host) -> AsyncIterator[ptc.Scope]:
+    async with ptc.ToolRuntime(
+        approver=host.approver,
+        backend=FakeBackend(),
+        containment=ptc.Containment(require=frozenset()),
+    ) as runtime:
+        host.install(runtime)
+        agent = runtime.scope("agent")
+        agent.present_as("code")
+        await agent.prepare()
+        yield agent
