@@ -343,6 +343,7 @@ class CodeMode:
                 code,
                 description if isinstance(description, str) else None,
                 suspended,
+                replay[1].resumes if replay is not None else 0,
             ) from None
         finally:
             self._runs.discard(run)
@@ -354,6 +355,7 @@ class CodeMode:
         code: str,
         description: str | None,
         suspended: RunSuspended,
+        resumes: int,
     ) -> BodyFailure:
         """Keep the record and describe the pause to the model and the host."""
         now = time.time()
@@ -384,6 +386,7 @@ class CodeMode:
             pending=pending,
             output=suspended.output,
             meta=thaw(meta),
+            resumes=resumes,
         )
         await self._suspensions.save(suspension)
         return _suspended_failure(suspension)
@@ -422,7 +425,12 @@ class CodeMode:
             raise ClosedError("the runtime is closed")
         found = self._suspensions.find(scope.path, token)  # a call id names it too
         suspension = await self._suspensions.take(found.token if found else token, scope.path)
-        replay = Replay(calls=suspension.calls, pending=suspension.pending, answer=answer)
+        replay = Replay(
+            calls=suspension.calls,
+            pending=suspension.pending,
+            answer=answer,
+            resumes=suspension.resumes + 1,
+        )
         arguments: dict[str, JSON] = {"code": suspension.code}
         if suspension.description:
             arguments["description"] = suspension.description

@@ -106,6 +106,9 @@ class Suspension:
     meta: JSON = None
     """The paused ``run_code`` result's ``meta`` (dispatch log, enforcement, stats,
     ``suspension``): a call of ``run_code`` with the same call id returns it again."""
+    resumes: int = 0
+    """How many times this call's program was resumed before this pause (0: its first
+    pause). A framework that re-runs a tool on resume replays its earlier answers by it."""
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -134,6 +137,7 @@ class Suspension:
             pending=PendingApproval(**_fields(obj["pending"], "pending", _PENDING_FIELDS)),
             output=obj.get("output", ""),
             meta=obj.get("meta"),
+            resumes=obj.get("resumes", 0),
         )
 
 
@@ -173,6 +177,7 @@ _SUSPENSION_FIELDS: dict[str, Any] = {
 _SUSPENSION_LATER_FIELDS: dict[str, Any] = {
     "output": _is_str,
     "meta": lambda v: v is None or type(v) is dict,
+    "resumes": lambda v: type(v) is int and v >= 0,
 }
 _CALL_FIELDS: dict[str, Any] = {
     "n": _is_int,

@@ -489,3 +489,18 @@ async def test_a_file_store_finds_a_paused_run_by_call_id_after_a_restart(tmp_pa
         assert rt.root.suspension("tc_9") is None
     assert code_of(result) == "CODE_RUN_FAILED" and "ASK_REJECTED" in str(result.error)
     assert not any(p.suffix == ".call" for p in store_dir.iterdir())
+
+
+async def test_a_suspension_counts_the_resumes_before_it(
+    host_rt: tuple[Host, ptc.ToolRuntime],
+) -> None:
+    _, rt = host_rt
+    program = "tools.write(n=1)\ntools.write(n=2)\nreturn tools.write(n=3)"
+    await rt.root.run_code(program, call_id="tc_1")
+    counts = []
+    for _ in range(3):
+        found = rt.root.suspension("tc_1")
+        assert found is not None
+        counts.append(found.resumes)
+        result = await rt.root.resume("tc_1", "allowed-once")
+    assert counts == [0, 1, 2] and data(result.value)["result"] == "wrote 3"
