@@ -5,7 +5,7 @@ that defers every ask (a person decides later, through the framework's own mecha
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -29,6 +29,7 @@ class Host:
         self.ran: Counter[str] = Counter()
         self.results: list[ptc.ToolResult] = []
         self.defer = True
+        self.runtime: ptc.ToolRuntime | None = None
 
     async def approver(self, request: ptc.ApprovalRequest) -> ptc.ApprovalAnswer:
         return "deferred" if self.defer else "allowed-once"
@@ -63,13 +64,20 @@ class Host:
 
 
 @asynccontextmanager
-async def code_scope(host: Host) -> AsyncIterator[ptc.Scope]:
+async def code_scope(
+    host: Host, setup: Callable[[ptc.ToolRuntime], object] | None = None
+) -> AsyncIterator[ptc.Scope]:
+    """A code-mode scope of a fresh runtime; ``setup(runtime)`` runs before the host's
+    tools and listeners are installed."""
     async with ptc.ToolRuntime(
         approver=host.approver,
         backend=FakeBackend(),
         containment=ptc.Containment(require=frozenset()),
     ) as runtime:
+        if setup is not None:
+            setup(runtime)
         host.install(runtime)
+        host.runtime = runtime
         agent = runtime.scope("agent")
         agent.present_as("code")
         await agent.prepare()
