@@ -84,7 +84,7 @@ class PtcBetaTool(BetaAsyncBuiltinFunctionTool):
         self._spec = dict(spec)
 
     def to_dict(self) -> BetaToolUnionParam:
-        return {  # type: ignore[return-value]
+        return {
             "name": self._spec["name"],
             "description": self._spec["description"],
             "input_schema": self._spec["input_schema"],

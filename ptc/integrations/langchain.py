@@ -30,7 +30,7 @@ the next step (LangGraph binds tools when the graph is built).
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, Literal, TypeVar
 
 import anyio.from_thread
@@ -64,7 +64,7 @@ def tools(scope: ptc.Scope, *, portal: BlockingPortal | None = None) -> list[Ptc
         PtcTool(
             name=str(spec["name"]),
             description=str(spec["description"]),
-            args_schema=spec["input_schema"],
+            args_schema=_schema(spec["input_schema"]),
             scope=scope,
             portal=portal,
             token=token,
@@ -139,15 +139,22 @@ class PtcTool(BaseTool):
             )
         return answer, asked + 1
 
-    def _on_loop(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    def _on_loop(self, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
         if self.portal is not None:
-            return self.portal.call(fn, *args)
+            called: T = self.portal.call(fn, *args)
+            return called
         if self.token is None:
             raise ptc.UsageError(
                 "sync use of ptc tools needs the runtime's event loop: call tools() inside it, "
                 "or pass portal="
             )
-        return anyio.from_thread.run(fn, *args, token=self.token)
+        result: T = anyio.from_thread.run(fn, *args, token=self.token)
+        return result
+
+
+def _schema(schema: object) -> dict[str, Any]:
+    assert isinstance(schema, dict)
+    return schema
 
 
 def _content(result: ptc.ToolResult) -> tuple[str, ptc.ToolResult]:

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import anyio
-from agents import FunctionTool, RunContextWrapper, ToolOutputImage
+from agents import FunctionTool, RunContextWrapper, Tool, ToolOutputImage
 from agents.tool_context import ToolContext
 
 import ptc
@@ -47,7 +47,7 @@ def function_tools(scope: ptc.Scope) -> PtcFunctionTools:
     return PtcFunctionTools(scope)
 
 
-class PtcFunctionTools(list[FunctionTool]):
+class PtcFunctionTools(list[Tool]):
     """The scope's ``FunctionTool`` list, kept current: a ``tools/change`` marks it stale and
     the next turn (the SDK asks each tool's ``is_enabled``) updates it in place; ``close()``
     stops following the scope. Build it after ``await scope.prepare()`` to never block."""
@@ -87,8 +87,8 @@ class PtcFunctionTools(list[FunctionTool]):
 
     def _update(self, specs: list[dict[str, Any]]) -> None:
         """Update tools in place (the same objects keep their names), add new, drop gone."""
-        known = {tool.name: tool for tool in self}
-        fresh: list[FunctionTool] = []
+        known = {tool.name: tool for tool in self if isinstance(tool, FunctionTool)}
+        fresh: list[Tool] = []
         for spec in specs:
             fn = spec["function"]
             tool = known.get(str(fn["name"]))

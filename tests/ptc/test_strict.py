@@ -44,7 +44,7 @@ async def rt() -> AsyncIterator[ptc.ToolRuntime]:
         yield runtime
 
 
-def by_name(specs: list[dict[str, Any]], name: str) -> dict[str, Any]:
+def by_name(specs: Any, name: str) -> Any:
     return next(s["function"] for s in specs if s["function"]["name"] == name)
 
 
@@ -83,7 +83,8 @@ async def test_run_code_has_a_strict_spec(rt: ptc.ToolRuntime) -> None:
     code.present_as("code")
     await code.prepare()
     (spec,) = code.model_tools(format="openai", strict=True)
-    schema = spec["function"]["parameters"]
+    assert isinstance(spec["function"], dict)
+    schema: Any = spec["function"]["parameters"]
     assert spec["function"]["strict"] is True
     assert schema["required"] == ["code", "description"]
     assert schema["properties"]["description"]["type"] == ["string", "null"]

@@ -73,7 +73,7 @@ async def test_a_plain_run_routes_the_tool_call_id_and_keeps_the_result(run: Any
         assert [t.name for t in tools] == ["run_code"]
         state = await run(create_agent(chat, tools=tools), {"messages": "tidy"}, {})
     (message,) = tool_messages(state)
-    assert json.loads(message.content) == ANSWER and message.tool_call_id == "tc_0"
+    assert json.loads(str(message.content)) == ANSWER and message.tool_call_id == "tc_0"
     assert isinstance(message.artifact, ptc.ToolResult) and message.status == "success"
     assert host.call_ids() == ["tc_0"]
     assert host.ran == Counter({"read_note": 3, "delete_note": 1})
@@ -110,7 +110,7 @@ async def test_an_approval_interrupts_and_resumes_with_each_body_run_once(run: A
         assert host.ran == Counter({"read_note": 3, "delete_note": 1})
         state = await run(agent, Command(resume="allowed-once"), config)
     (message,) = tool_messages(state)
-    assert json.loads(message.content) == ANSWER
+    assert json.loads(str(message.content)) == ANSWER
     # LangGraph re-ran the tool on each resume; no body ran twice.
     assert host.ran == Counter({"read_note": 4, "delete_note": 2})
     assert scope.suspension("tc_0") is None

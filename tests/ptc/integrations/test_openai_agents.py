@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from agents import Agent, Runner, set_tracing_disabled
+from agents import Agent, FunctionTool, Runner, set_tracing_disabled
 from agents.strict_schema import ensure_strict_json_schema
 from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
 
@@ -29,7 +29,11 @@ def _no_trace_export() -> Iterator[None]:
 
 def outputs(call: ModelCall) -> list[str]:
     items = call.input if isinstance(call.input, list) else []
-    return [str(i["output"]) for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"]
+    return [
+        str(i["output"])
+        for i in items
+        if isinstance(i, dict) and i.get("type") == "function_call_output"
+    ]
 
 
 def scripted(*programs: str, seen: list[ModelCall] | None = None) -> ScriptedModel:
@@ -63,7 +67,8 @@ async def test_a_plain_run_shows_run_code_only_and_routes_the_framework_call_id(
         result = await Runner.run(agent_for(scope, scripted(PROGRAM, seen=seen)), "tidy")
         tools = seen[0].tools
         assert [t.name for t in tools] == ["run_code"]
-        assert tools[0].description == scope.model_tools()[0]["description"]  # type: ignore[union-attr]
+        assert isinstance(tools[0], FunctionTool)
+        assert tools[0].description == scope.model_tools()[0]["description"]
     assert json.loads(result.final_output) == ANSWER
     assert host.call_ids() == ["tc_0"]  # once: the program ran in the approval check only
     assert host.ran == Counter({"read_note": 3, "delete_note": 1})
@@ -143,7 +148,8 @@ async def test_the_tool_list_follows_tools_change() -> None:
             return "archived"
 
         await Runner.run(agent, "go")
-    assert "archive_note" in seen[0].tools[0].description  # type: ignore[union-attr]
+    tool = seen[0].tools[0]
+    assert isinstance(tool, FunctionTool) and "archive_note" in tool.description
 
 
 async def test_strict_schemas_survive_the_sdks_strict_conversion_unchanged() -> None:
@@ -153,6 +159,6 @@ async def test_strict_schemas_survive_the_sdks_strict_conversion_unchanged() -> 
         native.present_as("native")
         tools = openai_agents.function_tools(native)
     for tool in tools:
-        assert tool.strict_json_schema
+        assert isinstance(tool, FunctionTool) and tool.strict_json_schema
         schema = json.loads(json.dumps(tool.params_json_schema))
         assert ensure_strict_json_schema(json.loads(json.dumps(schema))) == schema

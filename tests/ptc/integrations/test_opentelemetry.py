@@ -93,8 +93,7 @@ async def test_a_paused_run_ends_its_pending_calls_span_and_the_resume_traces_ag
         await scope.resume("tc_1", "allowed-once")
     finished = exporter.get_finished_spans()
     runs = [s for s in finished if s.name == "execute_tool run_code"]
-    assert [s.attributes["error.type"] if "error.type" in (s.attributes or {}) else None
-            for s in runs] == ["SUSPENDED", None]
+    assert [(s.attributes or {}).get("error.type") for s in runs] == ["SUSPENDED", None]
     pending = [s for s in finished if s.name == "execute_tool delete_note"]
     assert [(s.attributes or {}).get("error.type") for s in pending] == ["ABANDONED", None]
     assert all(s.end_time is not None for s in finished)
