@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
+
 import ptc
 from worker.testing import FakeBackend
 
@@ -22,6 +24,7 @@ return {"kept": a, "deleted": gone, "left": tools.read_note(note_id=1)}
 ANSWER = {"kept": "note 1", "deleted": "deleted 2", "left": "note 1"}
 BAD_PROGRAM = "return 1 / 0"
 FORBIDDEN = "return tools.delete_note(note_id=13)"
+STUCK = "print('started')\nreturn tools.wait_for_ever()"
 
 
 class Host:
@@ -30,6 +33,7 @@ class Host:
         self.results: list[ptc.ToolResult] = []
         self.defer = True
         self.runtime: ptc.ToolRuntime | None = None
+        self.waiting = anyio.Event()
 
     async def approver(self, request: ptc.ApprovalRequest) -> ptc.ApprovalAnswer:
         return "deferred" if self.defer else "allowed-once"
@@ -49,6 +53,13 @@ class Host:
             ran["delete_note"] += 1
             return f"deleted {note_id}"
 
+        @runtime.tool
+        async def wait_for_ever() -> str:
+            """Wait until cancelled."""
+            self.waiting.set()
+            await anyio.sleep_forever()
+            return "never"
+
         async def policy(execution: ptc.ToolExecution, nxt: Any) -> Any:
             if execution.name == "delete_note":
                 if execution.arguments.get("note_id") == 13:
@@ -61,6 +72,15 @@ class Host:
 
     def call_ids(self, name: str = "run_code") -> list[str]:
         return [r.call_id for r in self.results if r.name == name]
+
+    def codes(self) -> dict[str, str | None]:
+        """Each emitted result's error code (None: success), by call id."""
+        return {r.call_id: r.error.code if r.error else None for r in self.results}
+
+    async def cancel_when_waiting(self, scope: anyio.CancelScope) -> None:
+        """Cancel ``scope`` (the framework's task) once the stuck tool runs."""
+        await self.waiting.wait()
+        scope.cancel()
 
 
 @asynccontextmanager

@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import anyio
 import anyio.to_thread
 import pytest
 from langchain.agents import create_agent
@@ -20,7 +21,7 @@ from langgraph.types import Command
 import ptc
 from ptc.integrations import langchain
 
-from .host import ANSWER, BAD_PROGRAM, FORBIDDEN, PROGRAM, Host, code_scope
+from .host import ANSWER, BAD_PROGRAM, FORBIDDEN, PROGRAM, STUCK, Host, code_scope
 
 pytestmark = pytest.mark.anyio
 
@@ -156,3 +157,13 @@ def test_sync_use_without_the_runtimes_loop_says_what_to_do() -> None:
     tools[0].token = None
     with pytest.raises(ptc.UsageError, match="portal="):
         tools[0].invoke({"code": "return 1"})
+
+
+async def test_cancelling_ainvoke_aborts_the_program_and_reports_it() -> None:
+    host = Host()
+    async with code_scope(host) as scope:
+        agent = create_agent(model(STUCK), tools=langchain.tools(scope))
+        async with anyio.create_task_group() as group:
+            group.start_soon(host.cancel_when_waiting, group.cancel_scope)
+            await agent.ainvoke({"messages": "wait"})
+    assert host.codes() == {"tc_0:ptc:1": "ABORTED", "tc_0": "ABORTED"}

@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import pytest
 from agents import Agent, FunctionTool, Runner, set_tracing_disabled
 from agents.strict_schema import ensure_strict_json_schema
@@ -16,7 +17,7 @@ from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_messag
 import ptc
 from ptc.integrations import openai_agents
 
-from .host import ANSWER, BAD_PROGRAM, FORBIDDEN, PROGRAM, Host, code_scope
+from .host import ANSWER, BAD_PROGRAM, FORBIDDEN, PROGRAM, STUCK, Host, code_scope
 
 pytestmark = pytest.mark.anyio
 
@@ -162,3 +163,14 @@ async def test_strict_schemas_survive_the_sdks_strict_conversion_unchanged() -> 
         assert isinstance(tool, FunctionTool) and tool.strict_json_schema
         schema = json.loads(json.dumps(tool.params_json_schema))
         assert ensure_strict_json_schema(json.loads(json.dumps(schema))) == schema
+
+
+async def test_cancelling_the_runner_aborts_the_program_and_reports_it() -> None:
+    host = Host()
+    host.defer = False
+    async with code_scope(host) as scope:
+        agent = agent_for(scope, scripted(STUCK))
+        async with anyio.create_task_group() as group:
+            group.start_soon(host.cancel_when_waiting, group.cancel_scope)
+            await Runner.run(agent, "wait")
+    assert host.codes() == {"tc_0:ptc:1": "ABORTED", "tc_0": "ABORTED"}

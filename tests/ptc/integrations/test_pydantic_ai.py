@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
@@ -24,7 +25,7 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolDen
 import ptc
 from ptc.integrations import pydantic_ai
 
-from .host import ANSWER, BAD_PROGRAM, FORBIDDEN, PROGRAM, Host, code_scope
+from .host import ANSWER, BAD_PROGRAM, FORBIDDEN, PROGRAM, STUCK, Host, code_scope
 
 pytestmark = pytest.mark.anyio
 
@@ -169,3 +170,14 @@ def _ctx() -> Any:
 
 
 _: Callable[..., Any] = scripted
+
+
+async def test_cancelling_the_agent_run_aborts_the_program_and_reports_it() -> None:
+    host = Host()
+    async with code_scope(host) as scope:
+        model, _, _ = scripted(STUCK)
+        agent = agent_for(model, scope)
+        async with anyio.create_task_group() as group:
+            group.start_soon(host.cancel_when_waiting, group.cancel_scope)
+            await agent.run("wait")
+    assert host.codes() == {"tc_0:ptc:1": "ABORTED", "tc_0": "ABORTED"}
