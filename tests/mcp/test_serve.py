@@ -220,7 +220,7 @@ async def test_tool_changes_that_affect_the_scope_send_list_changed() -> None:
 async def test_a_programs_output_reaches_the_client_while_it_runs() -> None:
     async with ptc.ToolRuntime() as runtime:
         released = anyio.Event()
-        progress: list[tuple[float, str | None]] = []
+        heard: list[tuple[float, str | None]] = []
 
         @runtime.tool
         async def gate() -> str:
@@ -231,8 +231,8 @@ async def test_a_programs_output_reaches_the_client_while_it_runs() -> None:
         coder = runtime.scope("coder")
         coder.present_as("code")
 
-        async def on_progress(done: float, total: float | None, message: str | None) -> None:
-            progress.append((done, message))
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            heard.append((progress, message))
             if message and "first" in message:
                 released.set()  # the run still waits on the gate: this is live output
 
@@ -246,4 +246,4 @@ async def test_a_programs_output_reaches_the_client_while_it_runs() -> None:
     assert not ran.is_error and ran.structured_content == {
         "result": None, "stdout": "first\nopen\n"
     }
-    assert progress == [(6.0, "first\n"), (11.0, "open\n")]
+    assert heard == [(6.0, "first\n"), (11.0, "open\n")]
