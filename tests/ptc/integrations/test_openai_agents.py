@@ -99,7 +99,8 @@ async def test_an_approval_interrupts_and_resumes_through_run_state_approve() ->
         agent = agent_for(scope, scripted(PROGRAM))
         first = await Runner.run(agent, "tidy")
         (item,) = first.interruptions
-        assert item.tool_name == "run_code" and scope.suspension("tc_0") is not None
+        assert item.tool_name == "run_code" and item.raw_item.call_id == "tc_0"  # type: ignore[union-attr]
+        assert scope.suspension("tc_0") is not None
         assert host.ran == Counter({"read_note": 2})  # paused before the delete
         state = first.to_state()
         state.approve(item)
