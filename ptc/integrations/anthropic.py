@@ -21,25 +21,29 @@ while it waits, then resumes without making its calls again. Without ``approve``
 call's block says it is paused; the run stays addressable by the tool_use id
 (``scope.suspension(id)``, ``scope.resume(id, answer)``).
 
-:func:`tools` gives the beta tool runner (``client.beta.messages.tool_runner(...,
-tools=anthropic.tools(scope))``) one tool per visible tool; the runner passes no tool_use id,
-so ptc makes the call ids. **Cancellation**: cancelling the task cancels ``scope.call``.
+:func:`tool_results_sync` is the same for a sync host, through a portal on the runtime's
+event loop. :func:`tools` gives the (async) beta tool runner
+(``client.beta.messages.tool_runner(..., tools=anthropic.tools(scope))``) one tool per
+visible tool; the runner passes no tool_use id, so ptc makes the call ids.
+**Cancellation**: cancelling the task cancels ``scope.call``.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from anthropic.lib.tools import BetaAsyncBuiltinFunctionTool, ToolError
 from anthropic.types.beta import BetaToolUnionParam
+from anyio.from_thread import BlockingPortal
 
 import ptc
 from ptc.content import to_anthropic
 
 from ._common import error_text, is_suspended
 
-__all__ = ("PtcBetaTool", "tool_results", "tools")
+__all__ = ("PtcBetaTool", "tool_results", "tool_results_sync", "tools")
 
 Approve = Callable[[ptc.Suspension], Awaitable[ptc.ApprovalAnswer]]
 
@@ -66,6 +70,14 @@ async def tool_results(
             result = await scope.resume(call_id, await approve(paused))
         out.append(_block(call_id, result))
     return out
+
+
+def tool_results_sync(
+    scope: ptc.Scope, message: Any, *, portal: BlockingPortal, approve: Approve | None = None
+) -> list[dict[str, Any]]:
+    """:func:`tool_results` for a sync host (the SDK's sync client): ``portal`` is an
+    ``anyio.from_thread.BlockingPortal`` running the scope's runtime."""
+    return portal.call(functools.partial(tool_results, scope, message, approve=approve))
 
 
 def tools(scope: ptc.Scope) -> list[PtcBetaTool]:

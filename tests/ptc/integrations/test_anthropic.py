@@ -8,6 +8,7 @@ import json
 from collections import Counter
 from typing import Any
 
+import anyio.from_thread
 import httpx2 as httpx
 import pytest
 from anthropic import AsyncAnthropic
@@ -127,3 +128,12 @@ async def test_the_beta_tool_runner_runs_ptc_tools() -> None:
     assert "note 7" in json.dumps(tool_result["content"])
     assert final.content[0].text == "done"  # type: ignore[union-attr]
     assert host.ran == Counter({"read_note": 1})
+
+
+def test_a_sync_host_answers_through_a_portal() -> None:
+    host = Host()
+    host.defer = False
+    with anyio.from_thread.start_blocking_portal() as portal:
+        with portal.wrap_async_context_manager(code_scope(host)) as scope:
+            (result,) = anthropic.tool_results_sync(scope, message(PROGRAM), portal=portal)
+    assert json.loads(text_of(result)) == ANSWER

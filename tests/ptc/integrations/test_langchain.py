@@ -165,5 +165,5 @@ async def test_cancelling_ainvoke_aborts_the_program_and_reports_it() -> None:
         agent = create_agent(model(STUCK), tools=langchain.tools(scope))
         async with anyio.create_task_group() as group:
             group.start_soon(host.cancel_when_waiting, group.cancel_scope)
-            await agent.ainvoke({"messages": "wait"})
+            await invoke_async(agent, {"messages": "wait"}, {})
     assert host.codes() == {"tc_0:ptc:1": "ABORTED", "tc_0": "ABORTED"}
