@@ -4,8 +4,10 @@
 Extra ``ptc[langchain]``. Each tool is a ``BaseTool`` with the tool's JSON schema, sync
 (``invoke``) and async (``ainvoke``), calling ``scope.call(name, arguments,
 call_id=<the ToolCall's id>)``; its output is the result's text, and its artifact the
-:class:`ptc.ToolResult` (``response_format="content_and_artifact"``). A failed call is a
-``ToolMessage`` with ``status="error"`` and ptc's error text: the model reads it.
+whole result as plain JSON (``call_id, name, is_error, content, value, error, meta``:
+``response_format="content_and_artifact"``; plain JSON, so any checkpointer stores it). A
+failed call is a ``ToolMessage`` with ``status="error"`` and ptc's error text: the model
+reads it.
 
 **Approvals** are LangGraph ``interrupt()``s: a run paused on a deferred approval interrupts
 the graph with the pending call (``{"tool", "arguments", "reason", ...}``); resume it with
@@ -30,6 +32,7 @@ the next step (LangGraph binds tools when the graph is built).
 from __future__ import annotations
 
 import contextvars
+import json
 from collections.abc import Callable, Coroutine
 from typing import Any, Literal, TypeVar
 
@@ -41,6 +44,7 @@ from langgraph.types import interrupt
 from pydantic import ConfigDict
 
 import ptc
+from ptc import JSON
 
 from ._common import approval_request, error_text, is_suspended
 
@@ -100,7 +104,7 @@ class PtcTool(BaseTool):
         finally:
             _CALL_ID.reset(reset)
 
-    async def _arun(self, **arguments: Any) -> tuple[str, ptc.ToolResult]:
+    async def _arun(self, **arguments: Any) -> tuple[str, dict[str, JSON]]:
         call_id = _CALL_ID.get()
         result = await self.scope.call(self.name, arguments, call_id=call_id)
         asked = 0
@@ -109,7 +113,7 @@ class PtcTool(BaseTool):
             result = await self.scope.resume(result.call_id, answer)
         return _content(result)
 
-    def _run(self, **arguments: Any) -> tuple[str, ptc.ToolResult]:
+    def _run(self, **arguments: Any) -> tuple[str, dict[str, JSON]]:
         call_id = _CALL_ID.get()
         result = self._on_loop(self._call, arguments, call_id)
         asked = 0
@@ -157,7 +161,17 @@ def _schema(schema: object) -> dict[str, Any]:
     return schema
 
 
-def _content(result: ptc.ToolResult) -> tuple[str, ptc.ToolResult]:
+def _content(result: ptc.ToolResult) -> tuple[str, dict[str, JSON]]:
     if result.is_error:
         raise ToolException(error_text(result))
-    return result.text, result
+    artifact = {
+        "call_id": result.call_id,
+        "name": result.name,
+        "is_error": result.is_error,
+        "content": result.content,
+        "value": result.value,
+        "error": None,
+        "meta": result.meta,
+    }
+    plain: dict[str, JSON] = json.loads(json.dumps(artifact))  # no frozen containers
+    return result.text, plain

@@ -75,7 +75,8 @@ async def test_a_plain_run_routes_the_tool_call_id_and_keeps_the_result(run: Any
         state = await run(create_agent(chat, tools=tools), {"messages": "tidy"}, {})
     (message,) = tool_messages(state)
     assert json.loads(str(message.content)) == ANSWER and message.tool_call_id == "tc_0"
-    assert isinstance(message.artifact, ptc.ToolResult) and message.status == "success"
+    assert message.status == "success" and message.artifact["call_id"] == "tc_0"
+    assert json.loads(json.dumps(message.artifact))["meta"]["stats"]["calls"] == 4
     assert host.call_ids() == ["tc_0"]
     assert host.ran == Counter({"read_note": 3, "delete_note": 1})
 
