@@ -20,14 +20,19 @@ accepts anything.
   the program as ``ABORTED``.
 - ``strict=True`` sends OpenAI strict-mode schemas (optional parameters nullable; a ``null``
   means "not sent"); the default lets pydantic-ai decide per model.
+- **Live output**: what a program prints reaches the run's event stream
+  (``event_stream_handler``, ``run_stream_events``, ``iter``) as ``CodeOutputEvent`` events,
+  stamped with the ``run_code`` call's ``tool_call_id``.
 """
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from pydantic_ai import RunContext
+from pydantic_ai import CustomEvent, RunContext
 from pydantic_ai.exceptions import ApprovalRequired, ToolFailed
 from pydantic_ai.messages import BinaryContent, ModelRequest, ToolReturnPart
 from pydantic_ai.tools import ToolDefinition
@@ -39,10 +44,18 @@ import ptc
 
 from ._common import approval_request, error_text, is_suspended
 
-__all__ = ("PtcToolset", "toolset")
+__all__ = ("CodeOutputEvent", "PtcToolset", "toolset")
 
 # ptc's pipeline validates arguments (INVALID_ARGS is data for the model, not a retry).
 _ANY_ARGUMENTS = SchemaValidator(core_schema.any_schema())
+
+
+@dataclass(kw_only=True)
+class CodeOutputEvent(CustomEvent):
+    """A chunk of a running program's output (the ``code/output`` event)."""
+
+    text: str
+    stream: str = "stdout"
 
 
 def toolset(scope: ptc.Scope, *, id: str | None = None, strict: bool | None = None) -> PtcToolset:
@@ -87,11 +100,16 @@ class PtcToolset(AbstractToolset[Any]):
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
-        call_id = ctx.tool_call_id
-        if ctx.tool_call_approved and call_id and self.scope.suspension(call_id) is not None:
-            result = await self.scope.resume(call_id, "allowed-once")
-        else:
-            result = await self.scope.call(name, tool_args, call_id=call_id)
+        call_id = ctx.tool_call_id or None
+        stream = _stream_output(self.scope, ctx, call_id) if name == "run_code" else None
+        try:
+            if ctx.tool_call_approved and call_id and self.scope.suspension(call_id) is not None:
+                result = await self.scope.resume(call_id, "allowed-once")
+            else:
+                result = await self.scope.call(name, tool_args, call_id=call_id)
+        finally:
+            if stream is not None:
+                stream()
         if is_suspended(result):
             paused = self.scope.suspension(result.call_id)
             raise ApprovalRequired(metadata=approval_request(paused) if paused else None)
@@ -111,6 +129,20 @@ class PtcToolset(AbstractToolset[Any]):
                     and self.scope.suspension(part.tool_call_id) is not None
                 ):
                     await self.scope.discard_suspension(part.tool_call_id)
+
+
+def _stream_output(
+    scope: ptc.Scope, ctx: RunContext[Any], call_id: str | None
+) -> ptc.Disposer | None:
+    """Forward the call's ``code/output`` chunks into the run's event stream."""
+    if call_id is None:
+        return None
+
+    async def forward(chunk: Mapping[str, str]) -> None:
+        if chunk["call_id"] == call_id:
+            await ctx.emit(CodeOutputEvent(text=chunk["text"], stream=chunk["stream"]))
+
+    return scope.on("code/output", forward)
 
 
 def _model_content(result: ptc.ToolResult) -> Any:

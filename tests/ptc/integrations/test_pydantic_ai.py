@@ -181,3 +181,19 @@ async def test_cancelling_the_agent_run_aborts_the_program_and_reports_it() -> N
             group.start_soon(host.cancel_when_waiting, group.cancel_scope)
             await agent.run("wait")
     assert host.codes() == {"tc_0:ptc:1": "ABORTED", "tc_0": "ABORTED"}
+
+
+async def test_a_programs_output_reaches_the_runs_event_stream() -> None:
+    host = Host()
+    events: list[pydantic_ai.CodeOutputEvent] = []
+    async with code_scope(host) as scope:
+        model, _, _ = scripted("print('one')\nprint('two')\nreturn 3")
+        agent = agent_for(model, scope)
+        async with agent.iter("count") as run:
+            async for node in run:
+                if Agent.is_call_tools_node(node):
+                    async with node.stream(run.ctx) as stream:
+                        events.extend(
+                            [e async for e in stream if isinstance(e, pydantic_ai.CodeOutputEvent)]
+                        )
+    assert [(e.text, e.tool_call_id) for e in events] == [("one\n", "tc_0"), ("two\n", "tc_0")]
