@@ -189,6 +189,7 @@ class NodeService:
 
     async def _execute(self, state: _NodeRun, request: RunRequest) -> None:
         _CURRENT.set(state)  # this task's own context: its log records go to this run
+        _claim_asyncio()
         try:
             outcome = await self._backend.run(
                 request, on_calls=state.on_calls, on_stdout=state.on_stdout, abort=state.abort
@@ -219,3 +220,17 @@ class NodeService:
         for state in self._runs.values():
             state.abort.set()
         await self._backend.aclose()
+
+
+def _claim_asyncio() -> None:
+    """Tell sniffio (when installed: anyio then asks it) that this context is asyncio's.
+
+    Ray's event loop is not started by anyio, and the run channel's reader callbacks, which
+    inherit this task's context, run outside any task, where sniffio cannot tell; anyio
+    calls made there (starting a batch's task) would fail with "not running on any
+    asynchronous event loop"."""
+    try:
+        import sniffio
+    except ModuleNotFoundError:
+        return
+    sniffio.current_async_library_cvar.set("asyncio")
