@@ -7,7 +7,7 @@ from typing import Any
 
 import ptc
 
-__all__ = ("approval_request", "error_text", "is_suspended", "pending_of")
+__all__ = ("approval_request", "error_text", "is_suspended")
 
 
 def is_suspended(result: ptc.ToolResult) -> bool:
@@ -18,11 +18,6 @@ def is_suspended(result: ptc.ToolResult) -> bool:
 def error_text(result: ptc.ToolResult) -> str:
     """What the model reads of a failed call: its text (``Error: <message>``)."""
     return result.text or (f"Error: {result.error.message}" if result.error else "Error")
-
-
-def pending_of(scope: ptc.Scope, call_id: str) -> ptc.Suspension | None:
-    """The paused run of this call id, if it is one."""
-    return scope.suspension(call_id)
 
 
 def approval_request(suspension: ptc.Suspension) -> dict[str, Any]:
