@@ -8,7 +8,7 @@ so listeners, guards, profile and limits stay local to it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import anyio
@@ -381,3 +381,14 @@ async def test_a_required_dimension_below_full_fails_closed_as_sandbox_unavailab
     assert data(result.meta)["dispatch_log"] == []
     below = [d for d, e in data(result.meta)["enforcement"].items() if e["level"] != "full"]
     assert below and all(d in detail for d in below)
+
+
+async def test_live_output_arrives_in_order_from_a_contained_worker(rt: ptc.ToolRuntime) -> None:
+    scope = code_scope(rt)
+    chunks: list[Mapping[str, str]] = []
+    scope.on("code/output", chunks.append)
+    program = "for i in range(3):\n    print('line', i)\n    tools.add(a=i, b=0)\nreturn 'done'"
+    result = await scope.run_code(program, call_id="live-1")
+    assert ok(result) == "done"
+    assert "".join(c["text"] for c in chunks) == "line 0\nline 1\nline 2\n"
+    assert {(c["call_id"], c["stream"]) for c in chunks} == {("live-1", "stdout")}
