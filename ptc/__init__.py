@@ -66,7 +66,7 @@ from ._schema import lenient_schema as lenient_schema
 from ._scopes import ChangeListener as ChangeListener
 from ._scopes import Scope as Scope
 from ._signals import CancelSignal as CancelSignal
-from ._suspensions import FileSuspensionStore as FileSuspensionStore
+from ._suspension_files import FileSuspensionStore as FileSuspensionStore
 from ._suspensions import PendingApproval as PendingApproval
 from ._suspensions import RecordedCall as RecordedCall
 from ._suspensions import Suspension as Suspension

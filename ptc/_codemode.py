@@ -38,12 +38,11 @@ from worker import (
     timing_mark,
 )
 
-from ._body import BodyFailure
 from ._decisions import ApprovalAnswer
-from ._errors import ClosedError, SuspensionError, UsageError
-from ._events import logger
-from ._json import JSON, FrozenDict, thaw
+from ._errors import ClosedError, UsageError
+from ._json import JSON, FrozenDict
 from ._layers import Mode
+from ._pauses import Pauses
 from ._preflight import PreflightError, check_program
 from ._prompt import (
     RUN_CODE,
@@ -57,8 +56,8 @@ from ._results import ContentBlock, ToolResult
 from ._run import ProgramRun, fail_run
 from ._scopes import Scope, lineage, subtree
 from ._sdks import SdkBuilder, default_cache_dir
-from ._suspensions import Suspension, SuspensionStore, new_token
-from ._tools import Output, ToolContext, ToolDefinition, ToolExecution, define_tool
+from ._suspensions import Suspension, SuspensionStore
+from ._tools import Output, ToolContext, ToolDefinition, define_tool
 
 __all__ = ("CodeMode", "render_run_code")
 
@@ -109,7 +108,7 @@ class CodeMode:
         suspensions: SuspensionStore,
     ) -> None:
         self._default_mode = default_mode
-        self._suspensions = suspensions
+        self._pauses = Pauses(suspensions)
         self._containment = containment
         self._backend = backend
         self._owns_backend = False
@@ -337,8 +336,8 @@ class CodeMode:
             return await run.execute(self.backend(), request)
         except RunSuspended as suspended:
             description = arguments.get("description")
-            raise await self._suspend(
-                scope,
+            raise await self._pauses.record(
+                scope.path,
                 execution,
                 code,
                 description if isinstance(description, str) else None,
@@ -348,74 +347,20 @@ class CodeMode:
         finally:
             self._runs.discard(run)
 
-    async def _suspend(
-        self,
-        scope: Scope,
-        execution: ToolExecution,
-        code: str,
-        description: str | None,
-        suspended: RunSuspended,
-        resumes: int,
-    ) -> BodyFailure:
-        """Keep the record and describe the pause to the model and the host."""
-        now = time.time()
-        token = new_token()
-        expires_at = now + self._suspensions.ttl_seconds
-        pending = suspended.pending
-        meta = dict(suspended.meta)
-        meta["suspension"] = {
-            "token": token,
-            "expires_at": expires_at,
-            "pending": {
-                "sub_call_id": pending.sub_call_id,
-                "name": pending.name,
-                "arguments": pending.arguments,
-                "reason": pending.reason,
-            },
-        }
-        suspension = Suspension(
-            token=token,
-            scope_path=scope.path,
-            call_id=execution.call_id,
-            root_call_id=execution.root_call_id,
-            code=code,
-            description=description,
-            created_at=now,
-            expires_at=expires_at,
-            calls=suspended.calls,
-            pending=pending,
-            output=suspended.output,
-            meta=thaw(meta),
-            resumes=resumes,
-        )
-        await self._suspensions.save(suspension)
-        return _suspended_failure(suspension)
-
     def _check_suspended(self, arguments: FrozenDict, context: ToolContext) -> None:
         """A ``run_code`` call whose call id paused this program in this scope (a framework
         calling its tool again on resume) gets the same ``SUSPENDED`` result: nothing runs."""
         scope = context.execution.scope
-        if _REPLAY.get() is not None or not isinstance(scope, Scope):
-            return
-        try:
-            found = self._suspensions.find(scope.path, context.execution.call_id)
-        except SuspensionError:
-            logger.exception(
-                "run_code %s: its suspension record cannot be read; running it",
-                context.execution.call_id,
-            )
-            return
-        if found is not None and found.code == arguments.get("code"):
-            raise _suspended_failure(found)
+        if _REPLAY.get() is None and isinstance(scope, Scope):
+            self._pauses.check(scope.path, context.execution.call_id, arguments)
 
     def suspension(self, scope: Scope, call_id: str) -> Suspension | None:
         """The live suspension of the ``run_code`` call ``call_id`` in ``scope``."""
-        return self._suspensions.find(scope.path, call_id)
+        return self._pauses.find(scope.path, call_id)
 
     async def discard(self, scope: Scope, key: str) -> Suspension:
         """Drop a suspended run without resuming it (by call id or token)."""
-        found = self._suspensions.find(scope.path, key)
-        return await self._suspensions.take(found.token if found else key, scope.path)
+        return await self._pauses.take(scope.path, key)
 
     async def resume(self, scope: Scope, token: str, answer: ApprovalAnswer) -> ToolResult:
         """Run a suspended program again in a fresh worker (see ``Scope.resume``)."""
@@ -423,8 +368,7 @@ class CodeMode:
             raise UsageError(f"answer must be one of {_RESUME_ANSWERS}, got {answer!r}")
         if self._closed:
             raise ClosedError("the runtime is closed")
-        found = self._suspensions.find(scope.path, token)  # a call id names it too
-        suspension = await self._suspensions.take(found.token if found else token, scope.path)
+        suspension = await self._pauses.take(scope.path, token)  # a call id names it too
         replay = Replay(
             calls=suspension.calls,
             pending=suspension.pending,
@@ -439,20 +383,6 @@ class CodeMode:
             return await scope.call(RUN_CODE, arguments, call_id=suspension.call_id)
         finally:
             _REPLAY.reset(reset)
-
-
-def _suspended_failure(suspension: Suspension) -> BodyFailure:
-    """The ``SUSPENDED`` result of a paused run, from its record."""
-    pending = suspension.pending
-    why = f" ({pending.reason})" if pending.reason else ""
-    message = (
-        f"code run suspended: `{pending.name}` awaits a person's approval{why}. The program "
-        "was stopped before that call; when the approval is decided the host resumes it, "
-        "and the calls already made are not made again. Do not call run_code again for "
-        f"this task now.\nCaptured output:\n{suspension.output}"
-    )
-    meta = suspension.meta if isinstance(suspension.meta, dict) else {}
-    return BodyFailure("SUSPENDED", message, meta)
 
 
 def _check_size(arguments: FrozenDict) -> None:
