@@ -65,6 +65,12 @@ class ToolResult:
     meta: FrozenDict = field(default=EMPTY)
     additional_contexts: tuple[JSON, ...] = _NO_CONTEXTS
 
+    @property
+    def text(self) -> str:
+        """The text blocks of ``content`` joined by newlines (what a text-only tool result
+        in a framework shows the model; images and other blocks are left out)."""
+        return text_of(self.content)
+
 
 def error_content(message: str) -> Sequence[ContentBlock]:
     """The content of an error result: one text block ``Error: <message>``."""

@@ -39,9 +39,10 @@ from worker import (
 )
 
 from ._body import BodyFailure, BodyResult
+from ._code_output import OutputRelay
 from ._detached import DetachedGroup
 from ._dispatch_log import DispatchLog
-from ._events import logger
+from ._events import OUTPUT, logger
 from ._json import JSON, thaw
 from ._pipeline import CallSite
 from ._replay import CallRecord, Replay
@@ -115,11 +116,19 @@ class ProgramRun:
             # A deferred approval kills the worker at once: nothing is held open.
             on_cancel(self.halt, self._abort.set),
         ]
+        listeners = call_site(self.scope).listeners(OUTPUT)
+        relay = OutputRelay(self.execution.call_id, listeners) if listeners else None
         try:
             outcome = await backend.run(
-                request, on_calls=_RunCalls(self), abort=self._abort, started=self.started
+                request,
+                on_calls=_RunCalls(self),
+                on_stdout=relay.feed if relay is not None else None,
+                abort=self._abort,
+                started=self.started,
             )
         except BaseException:
+            if relay is not None:
+                relay.cancel()
             with anyio.CancelScope(shield=True):
                 await self._end_calls(cancelled=True)
             raise
@@ -127,6 +136,8 @@ class ProgramRun:
             for remove in removers:
                 remove()
         await self._end_calls(cancelled=False)
+        if relay is not None:
+            await relay.aclose()  # every chunk is delivered before run_code returns
         return self._result(outcome)
 
     async def _end_calls(self, *, cancelled: bool) -> None:

@@ -8,7 +8,7 @@ so listeners, guards, profile and limits stay local to it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import anyio
@@ -405,3 +405,14 @@ def test_nested_calls_work_in_a_host_that_runs_asyncio_run() -> None:
     result = run_on_a_loop_anyio_did_not_start(main)
     assert not result.is_error, result.error
     assert data(result.value)["result"] == [3, [7, 7]]
+
+
+async def test_live_output_arrives_in_order_from_a_contained_worker(rt: ptc.ToolRuntime) -> None:
+    scope = code_scope(rt)
+    chunks: list[Mapping[str, str]] = []
+    scope.on("code/output", chunks.append)
+    program = "for i in range(3):\n    print('line', i)\n    tools.add(a=i, b=0)\nreturn 'done'"
+    result = await scope.run_code(program, call_id="live-1")
+    assert ok(result) == "done"
+    assert "".join(c["text"] for c in chunks) == "line 0\nline 1\nline 2\n"
+    assert {(c["call_id"], c["stream"]) for c in chunks} == {("live-1", "stdout")}

@@ -7,6 +7,11 @@ import typing
 import ptc
 
 EXPECTED = [
+    "content",
+    "Suspension",
+    "RecordedCall",
+    "PendingApproval",
+    "OutputListener",
     "Accept",
     "Allow",
     "ApprovalAnswer",
