@@ -4,14 +4,20 @@ keeper -> host, in this order::
 
     hello   {"keeper": pid, "child": pid}      once, right after the keeper forked the child
             {"error": str}                      instead of hello: the zygote could not fork
+            {"step": str, "error": str, "errno": int}
+                                                instead of hello: a step of the keeper's
+                                                setup failed (e.g. "chown the scratch dir")
     ack     {"applied": bool, "error": str, "cpu_limit_s": int, "scratch_error": str}
                                                 the answer to the limits request: the soft
                                                 RLIMIT_CPU (hard is one second more; 0 if
                                                 not applied); scratch_error "" when the
                                                 scratch quota was set
-    exit    {"exit": wait status, "cpu_ms": float, "maxrss_kib": int, "cpu_limit": bool}
+    exit    {"exit": wait status, "cpu_ms": float, "maxrss_kib": int, "cpu_limit": bool,
+             "killed_for": str}
                                                 last, once the child is gone and reaped;
-                                                cpu_limit: it died of its RLIMIT_CPU
+                                                cpu_limit: it died of its RLIMIT_CPU;
+                                                killed_for: why the keeper killed it ("" if
+                                                it did not, e.g. the scratch quota)
 
 host -> keeper::
 
@@ -27,6 +33,7 @@ library only: the zygote and the keeper import it.
 
 from __future__ import annotations
 
+import errno
 import json
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self, TypeAlias
@@ -80,6 +87,32 @@ class SpawnFailed(_Line):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SetupFailed(_Line):
+    """No child: a step of the keeper's setup failed (written by the keeper itself)."""
+
+    step: str
+    error: str
+    errno: int
+    """The step's errno (0 when it failed otherwise)."""
+    WIRE = (("step", "step", _STR), ("error", "error", _STR), ("errno", "errno", _INT))
+
+    @property
+    def lasting(self) -> bool:
+        """Whether the cause stays on this host (a refused permission, a missing kernel
+        feature) rather than passing (memory, process or file-descriptor exhaustion): the
+        host then stops asking for children instead of retrying."""
+        return self.errno not in _PASSING_ERRNOS
+
+    def describe(self) -> str:
+        return f"the keeper could not {self.step}: {self.error}"
+
+
+_PASSING_ERRNOS = frozenset(
+    {0, errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE, errno.EINTR, errno.ENOSPC}
+)
+
+
+@dataclass(frozen=True, kw_only=True)
 class LimitsAck(_Line):
     """Whether the keeper lowered the child's CPU and address-space rlimits, and set the
     scratch tmpfs to the run's quota."""
@@ -109,11 +142,14 @@ class ExitReport(_Line):
     """The keeper's finding (not a rusage threshold): the kernel's RLIMIT_CPU clock had
     passed the soft limit the keeper set, and the child died of SIGXCPU, SIGKILL or its
     SIGXCPU handler's exit."""
+    killed_for: str = ""
+    """Why the keeper itself killed the child ("" when it did not)."""
     WIRE = (
         ("exit", "status", _INT),
         ("cpu_ms", "cpu_ms", _NUMBER),
         ("maxrss_kib", "maxrss_kib", _INT),
         ("cpu_limit", "cpu_limit", _BOOL),
+        ("killed_for", "killed_for", _STR),
     )
 
 
@@ -131,10 +167,10 @@ class LimitsRequest(_Line):
     )
 
 
-KeeperLine: TypeAlias = Hello | SpawnFailed | LimitsAck | ExitReport
+KeeperLine: TypeAlias = Hello | SpawnFailed | SetupFailed | LimitsAck | ExitReport
 _FROM_KEEPER: dict[frozenset[str], type[KeeperLine]] = {
     frozenset(key for key, _, _ in cls.WIRE): cls
-    for cls in (Hello, SpawnFailed, LimitsAck, ExitReport)
+    for cls in (Hello, SpawnFailed, SetupFailed, LimitsAck, ExitReport)
 }
 
 

@@ -12,6 +12,11 @@ Off the critical path (:class:`Chores`): topping the pool up, priming, and the t
 a child whose run finished normally (it is SIGKILLed at once; the confirmation that the tree
 is gone, the socket, scratch dir and cgroup removal follow). A child killed for a limit, a
 protocol breach, an abort or a cancellation is confirmed gone before its run returns.
+
+A child that cannot start is never retried blindly. A lasting cause (:class:`StartFailed`
+with ``lasting``: a permission the host lacks, a kernel feature refused) fails every run at
+once with that cause for :data:`LASTING_RETRY_S`, and nothing is forked meanwhile; after
+any other failure the background refill waits, longer after each failure in a row.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import secrets
 import shutil
 import socket
 import tempfile
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,14 +38,19 @@ from typing import Any
 import anyio
 from anyio.abc import UNIXSocketStream
 
+from . import _landlock
 from ._cgroups import CgroupJanitor, RunCgroups
 from ._child_handle import ChildHandle, host_resource_error
-from ._errors import WorkerError
+from ._errors import StartFailed, WorkerError
 from ._keeper_lines import LimitsRequest
 from ._types import Containment, Dimension, Enforcement, Limits
 from ._zygote import ZygoteClient
 
 SPAWN_TIMEOUT_S = 10.0
+LASTING_RETRY_S = 10.0
+"""After a lasting start failure: how long runs fail at once before a child is tried again."""
+REFILL_BACKOFF_S = (0.1, 5.0)
+"""The background refill's wait after a start failure: first, and at most (doubling)."""
 logger = logging.getLogger("ptc.worker")
 
 
@@ -120,6 +131,10 @@ class ChildPool:
         # Unique per pool: two backends in one process must never share a run's cgroups.
         self._tag = secrets.token_hex(4)
         self.closed = False
+        self._refused: StartFailed | None = None
+        self._refused_until = 0.0
+        self._failures = 0
+        self._refill_after = 0.0
 
     @property
     def children(self) -> tuple[ChildHandle, ...]:
@@ -141,6 +156,9 @@ class ChildPool:
         return {
             "scratch": scratch,
             "cgroups": groups,
+            "cgroup_v2_controllers": list(cgroups.v2_controllers),
+            "cgroup_note": "cgroups off" if not c.cgroups else cgroups.note,
+            "landlock_abi_limit": _landlock.ABI_LIMIT,
             "namespaces": c.namespaces,
             "rlimits": c.rlimits,
             "landlock": c.landlock,
@@ -200,10 +218,34 @@ class ChildPool:
 
     async def spawn(self, key: RunKey | None = None) -> ChildHandle:
         """Fork one contained child (for runs of ``key``, when known) and wait for its
-        ``ready``. Raises ``WorkerError``."""
+        ``ready``. Raises ``WorkerError`` (at once, without forking, while a lasting start
+        failure stands)."""
+        self.check_refused()
         child = await self.request(key)
-        await child.handshake(SPAWN_TIMEOUT_S)
+        try:
+            await child.handshake(SPAWN_TIMEOUT_S)
+        except WorkerError as exc:
+            self._start_failed(exc)
+            raise
+        self._failures = 0
         return child
+
+    def check_refused(self) -> None:
+        """Raise the lasting start failure that still stands, if one does."""
+        if self._refused is not None and time.monotonic() < self._refused_until:
+            raise self._refused
+
+    def _start_failed(self, exc: WorkerError) -> None:
+        """A child did not start: remember a lasting cause, back the refill off."""
+        self._failures += 1
+        wait = min(REFILL_BACKOFF_S[0] * 2 ** (self._failures - 1), REFILL_BACKOFF_S[1])
+        if isinstance(exc, StartFailed) and exc.lasting:
+            if self._refused is None:
+                logger.error("no child can start on this host: %s", exc)
+            self._refused = exc
+            self._refused_until = time.monotonic() + LASTING_RETRY_S
+            wait = LASTING_RETRY_S
+        self._refill_after = time.monotonic() + wait
 
     async def limit(self, child: ChildHandle, key: RunKey) -> dict[Dimension, Enforcement]:
         """Write the cgroup memory limit and have the keeper lower the rlimits and size the
@@ -245,6 +287,8 @@ class ChildPool:
             entry.error = WorkerError("a pooled child was not primed in time")
         except WorkerError as exc:
             entry.error = exc
+            if not child.ready:
+                self._start_failed(exc)
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             entry.error = WorkerError(f"could not prime a pooled child: {exc!r}")
         finally:
@@ -255,6 +299,7 @@ class ChildPool:
     async def fill(self) -> None:
         """Top the pool up and wait until every pooled child is primed (or failed)."""
         await self.chores.wait()
+        self.check_refused()
         await self._top_up()
         for entry in list(self._pool):
             await entry.primed.wait()  # primed by a chore (or inline), never twice at once
@@ -274,6 +319,8 @@ class ChildPool:
                 entry.key, entry.primed = key, anyio.Event()
                 await self._start_priming(entry)
         while len(self._pool) < self.containment.pool_size and not self.closed:
+            if time.monotonic() < self._refill_after:
+                return  # children failed to start just now: not again at once
             entry = _Entry(await self.request(key), key)
             self._pool.append(entry)
             await self._start_priming(entry)
@@ -305,6 +352,7 @@ class ChildPool:
         ``None``: unprimed; the caller applies the limits and sends the SDK in ``start``.
         Raises ``WorkerError`` when no child can be had."""
         self._last_key = key
+        self.check_refused()
         for doomed in self._doomed:
             await doomed.close(self.janitor)
         self._doomed.clear()
