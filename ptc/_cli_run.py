@@ -121,9 +121,10 @@ def _report(result: ToolResult) -> str:
     stats = result.meta.get("stats")
     if isinstance(stats, dict):
         wall, cpu = stats.get("wall_ms", 0), stats.get("cpu_ms", 0)
-        calls, peak = stats.get("calls", 0), stats.get("peak_memory_kib", 0)
+        calls, peak = stats.get("calls", 0), stats.get("peak_memory_kib")
+        memory = "peak memory not measured" if peak is None else f"peak memory {peak} KiB"
         lines += [
             "== stats ==",
-            f"wall {wall:.0f} ms, cpu {cpu:.0f} ms, {calls} tool calls, peak memory {peak} KiB",
+            f"wall {wall:.0f} ms, cpu {cpu:.0f} ms, {calls} tool calls, {memory}",
         ]
     return "\n".join(lines)
