@@ -22,7 +22,7 @@ from . import _enforcement
 from ._abc import CallHandler, StdoutListener, WorkerBackend
 from ._child._source import program_size_problem
 from ._child_handle import ChildHandle
-from ._errors import WorkerError
+from ._errors import StartFailed, WorkerError
 from ._pool import ChildPool, RunKey
 from ._runloop import RunLoop
 from ._timing import timing_mark
@@ -31,6 +31,7 @@ from ._types import (
     Containment,
     Dimension,
     Enforcement,
+    FailureKind,
     Limits,
     RunOutcome,
     RunRequest,
@@ -120,6 +121,11 @@ class SubprocessBackend(WorkerBackend):
         try:
             with anyio.fail_after(max(deadline - time.monotonic(), 0)):
                 child, enforcement = await self._pool.take(key)
+        except StartFailed as exc:
+            # A cause that stays (a permission, a kernel feature): this host cannot give
+            # the sandbox asked for, and says which step and why.
+            kind: FailureKind = "sandbox-unavailable" if exc.lasting else "worker-exit"
+            return loop.fail(kind, str(exc), {})
         except WorkerError as exc:
             return loop.fail("worker-exit", str(exc), {})
         except TimeoutError:
@@ -130,11 +136,13 @@ class SubprocessBackend(WorkerBackend):
             finished = outcome is None and loop.finished
         finally:
             loop.peak_memory_kib = child.cgroups.peak_memory_kib()
-            if loop.peak_memory_kib is None and child.pid > 0:
-                loop.peak_memory_kib = peak_rss_kib(child.pid)
+            if loop.peak_memory_kib is None:
+                loop.peak_memory_kib = child.peak_rss_kib()
             if finished:
                 cpu_ms = child.cpu_ms_now() if child.pid > 0 else 0.0
-                if cpu_ms is None:  # already reaped: its keeper's exit report is on its way
+                if cpu_ms is None or loop.peak_memory_kib is None:
+                    # Already exited (or reaped): its keeper's exit report is on its way,
+                    # with the rusage these come from.
                     with anyio.move_on_after(EXIT_REPORT_S), contextlib.suppress(WorkerError):
                         await child.keeper.wait_exit()
                 loop.cpu_ms = cpu_ms or 0.0
@@ -203,19 +211,3 @@ async def _measure(containment: Containment) -> dict[Dimension, Enforcement]:
         }
     finally:
         await pool.aclose()
-
-
-def peak_rss_kib(pid: int) -> int | None:
-    """Process ``pid``'s peak resident set (``VmHWM``, KiB): its own pages and those it
-    shares with the zygote. ``None`` once it has exited (its exit report has ``ru_maxrss``)."""
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-

@@ -160,7 +160,7 @@ def _processes(f: Facts) -> dict[str, str]:
 
 
 def _memory(f: Facts) -> dict[str, str]:
-    data = " + RLIMIT_DATA" if f.rlimits else ""
+    data = " + RLIMIT_DATA backstop" if f.rlimits else ""
     if "memory" in f.cgroups:
         return _e("full", "cgroup v1 memory (+memsw) limit" + data)
     if "unified" in f.cgroups and "memory" in f.cgroup_v2_controllers:

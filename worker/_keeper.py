@@ -3,13 +3,20 @@ outside the program.
 
 Two processes per run. The *keeper* (forked by the zygote) takes its own session, joins the
 run's cgroups, mounts the scratch tmpfs (``_scratch``), drops to uid 65534 where that
-works, unshares user/net/ipc/mount and pid namespaces and forks the *child*, which becomes
-pid 1 of the new pid namespace, applies what it applies to itself (``_confine``) and runs
-the program via ``worker._child.serve``. The keeper stays outside: it lowers the child's
-per-run rlimits (CPU, AS) when the host takes it from the pool (a same-credential
-``prlimit``: the host itself lacks CAP_SYS_RESOURCE here), sizes the scratch tmpfs for the
-run, reports the child's exit status and rusage, and as a subreaper sweeps any process left
-behind. Keeper <-> host messages are JSON lines (``_keeper_lines``).
+works (root with CAP_CHOWN, CAP_SETUID and CAP_SETGID), unshares user/net/ipc/mount and pid
+namespaces and forks the *child*, which becomes pid 1 of the new pid namespace, applies
+what it applies to itself (``_confine``) and runs the program via ``worker._child.serve``.
+The keeper stays outside: it lowers the child's per-run rlimits (CPU, DATA, AS) when the
+host takes it from the pool (a same-credential ``prlimit``: the host itself lacks
+CAP_SYS_RESOURCE here), sizes the scratch tmpfs for the run or, where there is none, keeps
+the scratch quota itself (``_scratch_quota``), reports the child's exit status and rusage,
+and as a subreaper sweeps any process left behind. Keeper <-> host messages are JSON lines
+(``_keeper_lines``).
+
+A step of the setup that fails is reported on the keeper's line before it exits
+(:class:`~worker._keeper_lines.SetupFailed`: the step, the error, its errno), so the host
+names the cause at once instead of waiting for a child that will never come; a failure of
+the child's own setup reaches the host in the exit report's ``cause``.
 
 CPU limit: soft RLIMIT_CPU at the run's budget, hard one second above; the child exits with
 :data:`~worker._confine.EXIT_CPU_LIMIT` at the soft limit, or meets the hard limit's
@@ -21,6 +28,7 @@ counts scheduler ticks (it reads up to ~10% lower).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -33,9 +41,10 @@ import stat
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from ._confine import EXIT_CPU_LIMIT, child_main
+from . import _capabilities
+from ._confine import EXIT_CPU_LIMIT, FSIZE_BYTES, child_main
 from ._errors import WorkerError
-from ._keeper_lines import ExitReport, Hello, LimitsAck, parse_limits_request
+from ._keeper_lines import ExitReport, Hello, LimitsAck, SetupFailed, parse_limits_request
 from ._scratch import (
     INITIAL_SCRATCH_MIB,
     Resizer,
@@ -44,6 +53,7 @@ from ._scratch import (
     sized_already,
     start_resizer,
 )
+from ._scratch_quota import ScratchQuota
 from ._syscalls import (
     CLONE_NEWIPC,
     CLONE_NEWNET,
@@ -102,18 +112,51 @@ def _unshare_namespaces(*, skip_mount: bool = False) -> tuple[tuple[str, ...], s
     return (), error or "unshare failed"
 
 
+class _SetupError(Exception):
+    """A step of the keeper's setup failed; the host gets it as a ``SetupFailed`` line."""
+
+    def __init__(self, step: str, exc: OSError) -> None:
+        super().__init__(step)
+        self.line = SetupFailed(step=step, error=str(exc), errno=exc.errno or 0)
+
+
+def _step(step: str, fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except OSError as exc:
+        raise _SetupError(step, exc) from exc
+
+
 def keeper_main(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> NoReturn:
     """Entry of the keeper process (in the zygote's fork). Never returns."""
     code = 70
     try:
         code = _keeper(cfg, run_fd, keeper_fd)
+    except _SetupError as exc:
+        with contextlib.suppress(OSError):
+            os.write(keeper_fd, exc.line.to_line())
     finally:
         os._exit(code)
 
 
+def _uid_drop(cfg: dict[str, Any], facts: dict[str, Any]) -> bool:
+    """Whether to drop to uid 65534: asked for, running as root, and able to (the
+    interpreter readable by that uid, the capabilities ``chown`` and the id changes need)."""
+    if not cfg["drop_privileges"] or os.geteuid() != 0:
+        return False
+    lacking = _capabilities.missing(_capabilities.UID_DROP_CAPS)
+    if lacking:
+        facts["uid_note"] = f"no {'/'.join(lacking)} (capabilities dropped)"
+        return False
+    if not readable_by_nobody(cfg["install_paths"]):
+        facts["uid_note"] = "interpreter install not readable by uid 65534"
+        return False
+    return True
+
+
 def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
     facts: dict[str, Any] = {"rlimits": bool(cfg["rlimits"])}
-    os.setsid()
+    _step("take a session of its own (setsid)", os.setsid)
     facts["setsid"] = True
     joined = []
     for name, procs in cfg["cgroups"]:
@@ -124,10 +167,13 @@ def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
         except OSError:
             pass
     facts["cgroups"] = tuple(joined)
+    if "unified" in joined:
+        facts["cgroup_v2_controllers"] = tuple(cfg.get("cgroup_v2_controllers", ()))
+    facts["cgroup_note"] = cfg.get("cgroup_note", "") or (
+        "" if "memory" in joined else "could not join the run's memory cgroup"
+    )
     root = os.geteuid() == 0
-    drop = cfg["drop_privileges"] and root and readable_by_nobody(cfg["install_paths"])
-    if cfg["drop_privileges"] and root and not drop:
-        facts["uid_note"] = "interpreter install not readable by uid 65534"
+    drop = _uid_drop(cfg, facts)
     owner = (NOBODY, NOBODY) if drop else (os.geteuid(), os.getegid())
     early_mount = False
     resizer: Resizer | None = None
@@ -151,10 +197,8 @@ def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
             # once the keeper has its own user namespace: a helper that waits for one size.
             resizer = start_resizer(cfg["scratch"], keep=(run_fd, keeper_fd))
     if drop:
-        os.chown(cfg["scratch"], NOBODY, NOBODY)
-        os.setgroups([])
-        os.setresgid(NOBODY, NOBODY, NOBODY)
-        os.setresuid(NOBODY, NOBODY, NOBODY)
+        _step("chown the scratch dir to uid 65534", lambda: os.chown(cfg["scratch"], *owner))
+        _step("drop to uid 65534", _become_nobody)
         facts["uid_dropped"] = True
     if cfg["namespaces"]:
         namespaces, facts["namespace_error"] = _unshare_namespaces(skip_mount=early_mount)
@@ -174,21 +218,36 @@ def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
         facts["namespace_error"] = "namespaces off"
     facts["scratch_error"] = scratch_error
     facts["scratch_quota"] = not scratch_error
+    # No tmpfs: the keeper keeps the quota itself (it lowers RLIMIT_FSIZE to refuse growth).
+    facts["scratch_keeper"] = bool(scratch_error and cfg["rlimits"])
     prctl(PR_SET_CHILD_SUBREAPER, 1)
-    child = os.fork()
+    failed_r, failed_w = _step("make the child's error pipe", os.pipe)
+    child = _step("fork the child", os.fork)
     if child == 0:
-        child_main(cfg, facts, run_fd, keeper_fd)
+        os.close(failed_r)
+        child_main(cfg, facts, run_fd, keeper_fd, failed_w)
     os.close(run_fd)
-    if not facts["scratch_quota"]:
-        resize: Callable[[int], str] = lambda mib: "no scratch tmpfs"  # noqa: E731
-    elif resizer is not None:
-        resize = resizer.resize
-    elif early_mount and sized is not None:
-        resize = functools.partial(sized_already, sized)
+    os.close(failed_w)
+    if facts["scratch_quota"]:
+        if resizer is not None:
+            resize: Callable[[int], str] = resizer.resize
+        elif early_mount and sized is not None:
+            resize = functools.partial(sized_already, sized)
+        else:
+            scratch = cfg["scratch"]
+            resize = lambda mib: resize_scratch(scratch, mib)  # noqa: E731
+        quota = None
     else:
-        scratch = cfg["scratch"]
-        resize = lambda mib: resize_scratch(scratch, mib)  # noqa: E731
-    return _keep(child, socket.socket(fileno=keeper_fd), bool(cfg["rlimits"]), resize)
+        resize = lambda mib: "no scratch tmpfs"  # noqa: E731
+        quota = _Quota(cfg["scratch"], child) if facts["scratch_keeper"] else None
+    keeper = _Keep(child, socket.socket(fileno=keeper_fd), bool(cfg["rlimits"]), resize, quota)
+    return keeper.run(failed_r)
+
+
+def _become_nobody() -> None:
+    os.setgroups([])
+    os.setresgid(NOBODY, NOBODY, NOBODY)
+    os.setresuid(NOBODY, NOBODY, NOBODY)
 
 
 def _send(sock: socket.socket, line: bytes) -> None:
@@ -198,40 +257,113 @@ def _send(sock: socket.socket, line: bytes) -> None:
         pass
 
 
-def _keep(child: int, sock: socket.socket, rlimits: bool, resize: Callable[[int], str]) -> int:
-    pidfd = os.pidfd_open(child)
-    _send(sock, Hello(keeper_pid=os.getpid(), child_pid=child).to_line())
-    buf = b""
-    soft_s = 0.0
-    while True:
-        watched: list[Any] = [sock, pidfd]
-        ready, _, _ = select.select(watched, [], [])
-        if pidfd in ready:
-            break
-        data = sock.recv(65536)
-        if not data:  # the host is gone or done with us
-            os.kill(child, signal.SIGKILL)
-            break
-        buf += data
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            ack = _apply_limits(child, line, rlimits)
-            soft_s = ack.cpu_limit_s
-            _send(sock, dataclasses.replace(ack, scratch_error=_resize(resize, line)).to_line())
-    try:  # the exited child is a zombie until wait4: its CPU clock is still readable
-        clock_s = cpu_clock_s(child)
+class _Quota:
+    """The keeper's scratch quota of one child, set up when the run's size arrives."""
+
+    def __init__(self, scratch: str, child: int) -> None:
+        self._scratch = scratch
+        self._child = child
+        self.watch: ScratchQuota | None = None
+
+    def start(self, mib: int) -> str:
+        """Watch the scratch dir with a quota of ``mib`` MiB; "" or why not. One file can
+        never pass it alone: the child's RLIMIT_FSIZE comes down to the quota too."""
+        if self.watch is not None:
+            return "the scratch quota was set already"
+        limit = mib * 1024 * 1024
+        try:
+            fsize = min(FSIZE_BYTES, limit)
+            resource.prlimit(self._child, resource.RLIMIT_FSIZE, (fsize, fsize))
+            self.watch = ScratchQuota(self._scratch, self._child, limit)
+        except OSError as exc:
+            return f"the keeper's scratch quota could not be set up: {exc}"
+        return ""
+
+
+class _Keep:
+    """The keeper's life after the fork: it answers the host, watches the child (and its
+    scratch quota), and reports its end."""
+
+    def __init__(
+        self,
+        child: int,
+        sock: socket.socket,
+        rlimits: bool,
+        resize: Callable[[int], str],
+        quota: _Quota | None,
+    ) -> None:
+        self._child = child
+        self._sock = sock
+        self._rlimits = rlimits
+        self._resize = resize
+        self._quota = quota
+        self._soft_s = 0.0
+        self._cause = ""
+
+    def run(self, failed_fd: int) -> int:
+        pidfd = os.pidfd_open(self._child)
+        _send(self._sock, Hello(keeper_pid=os.getpid(), child_pid=self._child).to_line())
+        buf = b""
+        while True:
+            watch = self._quota.watch if self._quota is not None else None
+            watched: list[Any] = [self._sock, pidfd, *([watch] if watch else [])]
+            ready, _, _ = select.select(watched, [], [])
+            if pidfd in ready:
+                break
+            if watch is not None and watch in ready:
+                reason = watch.check()
+                if reason:
+                    self._cause = f"killed by the keeper: {reason}"
+                    os.kill(self._child, signal.SIGKILL)
+            if self._sock not in ready:
+                continue
+            data = self._sock.recv(65536)
+            if not data:  # the host is gone or done with us
+                os.kill(self._child, signal.SIGKILL)
+                break
+            buf += data
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                _send(self._sock, self._limits(line).to_line())
+        try:  # the exited child is a zombie until wait4: its CPU clock is still readable
+            clock_s = cpu_clock_s(self._child)
+        except OSError:
+            clock_s = 0.0
+        _, status, usage = os.wait4(self._child, 0)
+        _sweep()
+        if not self._cause:
+            self._cause = _child_failure(failed_fd)
+        report = ExitReport(
+            status=status,
+            cpu_ms=(usage.ru_utime + usage.ru_stime) * 1000.0,
+            maxrss_kib=usage.ru_maxrss,
+            cpu_limit=died_of_cpu_limit(status, clock_s=clock_s, soft_s=self._soft_s),
+            cause=self._cause,
+        )
+        _send(self._sock, report.to_line())
+        return 0
+
+    def _limits(self, line: bytes) -> LimitsAck:
+        """The host's limits request: the rlimits, then the scratch quota."""
+        ack = _apply_limits(self._child, line, self._rlimits)
+        self._soft_s = ack.cpu_limit_s
+        try:
+            mib = parse_limits_request(line).scratch_mib
+        except WorkerError as exc:
+            return dataclasses.replace(ack, scratch_error=str(exc))
+        scratch = self._quota.start(mib) if self._quota is not None else self._resize(mib)
+        return dataclasses.replace(ack, scratch_error=scratch)
+
+
+def _child_failure(fd: int) -> str:
+    """What the child wrote on its error pipe before it exited ("" when nothing)."""
+    try:
+        text = os.read(fd, 4096).decode("utf-8", "replace").strip()
     except OSError:
-        clock_s = 0.0
-    _, status, usage = os.wait4(child, 0)
-    _sweep()
-    report = ExitReport(
-        status=status,
-        cpu_ms=(usage.ru_utime + usage.ru_stime) * 1000.0,
-        maxrss_kib=usage.ru_maxrss,
-        cpu_limit=died_of_cpu_limit(status, clock_s=clock_s, soft_s=soft_s),
-    )
-    _send(sock, report.to_line())
-    return 0
+        text = ""
+    finally:
+        os.close(fd)
+    return f"the child could not set itself up: {text}" if text else ""
 
 
 def died_of_cpu_limit(status: int, *, clock_s: float, soft_s: float) -> bool:
@@ -254,20 +386,16 @@ def _apply_limits(child: int, line: bytes, rlimits: bool) -> LimitsAck:
         # Soft below hard: SIGXCPU at the soft limit names the cause (the child handles
         # it, which a namespace init must); SIGKILL at the hard one if it is ignored.
         resource.prlimit(child, resource.RLIMIT_CPU, (soft, soft + CPU_HARD_MARGIN_S))
+        # Private memory (heap, anonymous mappings, thread stacks as reserved): what bounds
+        # a program's memory where no cgroup does; below a cgroup limit, a MemoryError
+        # comes before the OOM killer. Address space only as a backstop (libraries, guards).
+        data_bytes = request.data_mib * 1024 * 1024
+        resource.prlimit(child, resource.RLIMIT_DATA, (data_bytes, data_bytes))
         as_bytes = (request.memory_mib + 1024) * 1024 * 1024
         resource.prlimit(child, resource.RLIMIT_AS, (as_bytes, as_bytes))
     except (OSError, ValueError, WorkerError) as exc:
         return LimitsAck(applied=False, error=str(exc), cpu_limit_s=0)
     return LimitsAck(applied=True, error="", cpu_limit_s=soft)
-
-
-def _resize(resize: Callable[[int], str], line: bytes) -> str:
-    """The run's scratch quota applied to the tmpfs: "" when it was, else why not."""
-    try:
-        request = parse_limits_request(line)
-    except WorkerError as exc:
-        return str(exc)
-    return resize(request.scratch_mib)
 
 
 def _sweep() -> None:

@@ -13,15 +13,17 @@ keeper -> host, in this order::
                                                 not applied); scratch_error "" when the
                                                 scratch quota was set
     exit    {"exit": wait status, "cpu_ms": float, "maxrss_kib": int, "cpu_limit": bool,
-             "killed_for": str}
+             "cause": str}
                                                 last, once the child is gone and reaped;
                                                 cpu_limit: it died of its RLIMIT_CPU;
-                                                killed_for: why the keeper killed it ("" if
-                                                it did not, e.g. the scratch quota)
+                                                cause: what ended it, when the keeper
+                                                knows ("" otherwise): it killed the child
+                                                (the scratch quota), or the child could not
+                                                set itself up
 
 host -> keeper::
 
-    limits  {"cpu_seconds": number, "memory_mib": int, "scratch_mib": int}
+    limits  {"cpu_seconds": number, "memory_mib": int, "scratch_mib": int, "data_mib": int}
                                                 at most once, when the host takes the child
 
 Each line is a frozen value object here; both ends write with ``to_line()`` (the keeper in
@@ -142,28 +144,34 @@ class ExitReport(_Line):
     """The keeper's finding (not a rusage threshold): the kernel's RLIMIT_CPU clock had
     passed the soft limit the keeper set, and the child died of SIGXCPU, SIGKILL or its
     SIGXCPU handler's exit."""
-    killed_for: str = ""
-    """Why the keeper itself killed the child ("" when it did not)."""
+    cause: str = ""
+    """What ended the child, when the keeper knows: it killed it (``killed by the keeper:
+    ...``) or the child could not set itself up (``could not set itself up: ...``); ""
+    otherwise."""
     WIRE = (
         ("exit", "status", _INT),
         ("cpu_ms", "cpu_ms", _NUMBER),
         ("maxrss_kib", "maxrss_kib", _INT),
         ("cpu_limit", "cpu_limit", _BOOL),
-        ("killed_for", "killed_for", _STR),
+        ("cause", "cause", _STR),
     )
 
 
 @dataclass(frozen=True, kw_only=True)
 class LimitsRequest(_Line):
-    """The host's one request: the run's CPU seconds, memory and scratch quota."""
+    """The host's one request: the run's CPU seconds, memory and scratch quota, and the
+    RLIMIT_DATA it chose (the memory itself without a memory cgroup; a backstop above it
+    with one, so the cgroup's own OOM kill comes first, as it does for everything else)."""
 
     cpu_seconds: float
     memory_mib: int
     scratch_mib: int
+    data_mib: int
     WIRE = (
         ("cpu_seconds", "cpu_seconds", _NUMBER),
         ("memory_mib", "memory_mib", _INT),
         ("scratch_mib", "scratch_mib", _INT),
+        ("data_mib", "data_mib", _INT),
     )
 
 

@@ -43,7 +43,7 @@ from ._cgroups import CgroupJanitor, RunCgroups
 from ._child_handle import ChildHandle, host_resource_error
 from ._errors import StartFailed, WorkerError
 from ._keeper_lines import LimitsRequest
-from ._types import Containment, Dimension, Enforcement, Limits
+from ._types import Containment, Dimension, Enforcement, Level, Limits
 from ._zygote import ZygoteClient
 
 SPAWN_TIMEOUT_S = 10.0
@@ -67,6 +67,16 @@ class RunKey:
     @classmethod
     def of(cls, sdk_module: str, limits: Limits) -> RunKey:
         return cls(sdk_module, limits.cpu_seconds, limits.memory_mib, limits.scratch_mib)
+
+
+def _worse(was: Enforcement, level: Level, gap: str) -> Enforcement:
+    """``was``, at ``level`` at best, with ``gap`` added (a host step failed after the
+    child reported what it applied)."""
+    order = ("none", "partial", "full")
+    worst = min(was.level, level, key=order.index)
+    return Enforcement(
+        level=worst, mechanism=was.mechanism, gap="; ".join(filter(None, [was.gap, gap]))
+    )
 
 
 class Chores:
@@ -132,7 +142,7 @@ class ChildPool:
         self._tag = secrets.token_hex(4)
         self.closed = False
         self._refused: StartFailed | None = None
-        self._refused_until = 0.0
+        self._refused_at = 0.0
         self._failures = 0
         self._refill_after = 0.0
 
@@ -232,7 +242,7 @@ class ChildPool:
 
     def check_refused(self) -> None:
         """Raise the lasting start failure that still stands, if one does."""
-        if self._refused is not None and time.monotonic() < self._refused_until:
+        if self._refused is not None and time.monotonic() < self._refused_at + LASTING_RETRY_S:
             raise self._refused
 
     def _start_failed(self, exc: WorkerError) -> None:
@@ -243,7 +253,7 @@ class ChildPool:
             if self._refused is None:
                 logger.error("no child can start on this host: %s", exc)
             self._refused = exc
-            self._refused_until = time.monotonic() + LASTING_RETRY_S
+            self._refused_at = time.monotonic()
             wait = LASTING_RETRY_S
         self._refill_after = time.monotonic() + wait
 
@@ -251,27 +261,36 @@ class ChildPool:
         """Write the cgroup memory limit and have the keeper lower the rlimits and size the
         scratch tmpfs; the child's enforcement, downgraded where that failed."""
         enforcement = child.enforcement
-        if self.containment.cgroups and child.cgroups.memory is not None:
-            if not child.cgroups.set_memory_limit(key.memory_mib * 1024 * 1024):
-                enforcement["memory"] = Enforcement(
-                    level="partial", mechanism="RLIMIT_AS", gap="could not write cgroup limit"
+        capped = False  # a memory cgroup holds the run
+        if self.containment.cgroups and child.cgroups.has_memory:
+            capped = child.cgroups.set_memory_limit(key.memory_mib * 1024 * 1024)
+            if not capped:
+                enforcement["memory"] = _worse(
+                    enforcement["memory"], "partial", "could not write the cgroup memory limit"
                 )
         ack = await child.keeper.apply_limits(
             LimitsRequest(
                 cpu_seconds=key.cpu_seconds,
                 memory_mib=key.memory_mib,
                 scratch_mib=key.scratch_mib,
+                # Under a cgroup limit a margin above it: the OOM kill stays what ends a
+                # run at its memory limit (MemoryError from deep recursion unwinds slowly).
+                data_mib=key.memory_mib + key.memory_mib // 4 if capped else key.memory_mib,
             )
         )
         if self.containment.rlimits and not ack.applied:
-            enforcement["cpu"] = Enforcement(
-                level="none", mechanism="none", gap=f"RLIMIT_CPU not applied: {ack.error}"
-            )
-        if ack.scratch_error and "tmpfs" in enforcement["filesystem"].mechanism:
-            fs = enforcement["filesystem"]
-            gap = f"scratch quota not applied: {ack.scratch_error}"
-            enforcement["filesystem"] = Enforcement(
-                level=fs.level, mechanism=fs.mechanism, gap="; ".join(filter(None, [fs.gap, gap]))
+            why = f"rlimits not applied: {ack.error}"
+            enforcement["cpu"] = Enforcement(level="none", mechanism="none", gap=why)
+            if not capped:
+                enforcement["memory"] = _worse(enforcement["memory"], "none", why)
+        if ack.scratch_error and "scratch" in enforcement["filesystem"].mechanism:
+            # A tmpfs that could not be resized still holds a (smaller, or other) quota; a
+            # keeper's quota that could not start holds none.
+            keeper = "keeper scratch quota" in enforcement["filesystem"].mechanism
+            enforcement["filesystem"] = _worse(
+                enforcement["filesystem"],
+                "partial" if keeper else enforcement["filesystem"].level,
+                f"scratch quota not applied: {ack.scratch_error}",
             )
         return enforcement
 

@@ -348,6 +348,8 @@ class RunLoop:
         report = child.keeper.exit
         if report is None:
             return ("worker-exit", f"the child exited without an exit status{broken}")
+        if report.cause:  # the keeper killed it (its scratch quota), and says for what
+            return ("worker-exit", f"the child was {report.cause}")
         if report.cpu_limit:
             # The keeper's finding: the kernel's RLIMIT_CPU clock passed the soft limit and
             # the child died of SIGXCPU (its handler), or of the hard limit's SIGKILL.

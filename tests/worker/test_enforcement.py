@@ -94,7 +94,7 @@ def test_memory_is_full_on_rlimit_data_only_with_shared_memory_closed() -> None:
     )
     assert report(v2)["memory"] == {
         "level": "full",
-        "mechanism": "cgroup v2 memory.max (+swap.max) + RLIMIT_DATA",
+        "mechanism": "cgroup v2 memory.max (+swap.max) + RLIMIT_DATA backstop",
         "gap": "",
     }
 

@@ -29,7 +29,7 @@ FROM_KEEPER: list[KeeperLine] = [
     LimitsAck(applied=False, error="rlimits off", cpu_limit_s=0),
     ExitReport(status=9, cpu_ms=12.5, maxrss_kib=20_000),
     ExitReport(status=9, cpu_ms=1950.0, maxrss_kib=20_000, cpu_limit=True),
-    ExitReport(status=9, cpu_ms=5.0, maxrss_kib=20_000, killed_for="the scratch dir holds ..."),
+    ExitReport(status=9, cpu_ms=5.0, maxrss_kib=20_000, cause="the scratch dir holds ..."),
 ]
 
 
@@ -43,7 +43,7 @@ def test_keeper_lines_round_trip(line: KeeperLine) -> None:
 def test_the_wire_keys_are_the_documented_ones() -> None:
     assert Hello(keeper_pid=1, child_pid=2).to_line() == b'{"keeper":1,"child":2}\n'
     assert ExitReport(status=0, cpu_ms=1.0, maxrss_kib=3).to_line() == (
-        b'{"exit":0,"cpu_ms":1.0,"maxrss_kib":3,"cpu_limit":false,"killed_for":""}\n'
+        b'{"exit":0,"cpu_ms":1.0,"maxrss_kib":3,"cpu_limit":false,"cause":""}\n'
     )
 
 
@@ -58,7 +58,7 @@ def test_a_setup_failure_is_lasting_unless_it_is_exhaustion(err: int, lasting: b
 
 
 def test_the_limits_request_round_trips() -> None:
-    request = LimitsRequest(cpu_seconds=1.5, memory_mib=64, scratch_mib=16)
+    request = LimitsRequest(cpu_seconds=1.5, memory_mib=64, scratch_mib=16, data_mib=80)
     assert parse_limits_request(request.to_line()[:-1]) == request
 
 
