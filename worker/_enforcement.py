@@ -64,7 +64,7 @@ def _join(parts: list[str], sep: str = "; ") -> str:
 
 
 _KEEPER_QUOTA_GAP = (
-    "no tmpfs ({why}): the keeper refuses writes once the files pass the quota, but a burst "
+    "no tmpfs: {why}; the keeper refuses writes once the files pass the quota, but a burst "
     "between two of its checks can pass it; a tmpfs needs a mount namespace: allow user "
     "namespaces (docs/deployment.md)"
 )
@@ -81,9 +81,8 @@ def _filesystem(f: Facts) -> dict[str, str]:
         if quota
         else f"no scratch quota ({f.scratch_error or 'not set up'}): RLIMIT_FSIZE per file only"
     )
-    uid = ("uid 65534" if f.uid_dropped else "uid not dropped") + (
-        "" if f.uid_dropped or not f.uid_note else f" ({f.uid_note})"
-    )
+    # Only root has a uid to drop: say what happened to it.
+    uid = "uid 65534" if f.uid_dropped else f"uid not dropped ({f.uid_note})" if f.uid_note else ""
     if f.landlock_abi:
         # The keeper's quota acts after the writes it sees, so it cannot promise the bound.
         level = "full" if f.scratch_quota else "partial"
@@ -91,8 +90,7 @@ def _filesystem(f: Facts) -> dict[str, str]:
             f"Landlock ABI {f.landlock_abi}: read-only interpreter + libraries, "
             "read-write scratch" + quota
         )
-        why = f.scratch_error or "no mount namespace"
-        keeper = _KEEPER_QUOTA_GAP.format(why=why) if f.scratch_keeper else ""
+        keeper = _KEEPER_QUOTA_GAP.format(why=f.scratch_error) if f.scratch_keeper else ""
         return _e(level, mechanism, _join([uid, keeper, no_quota]))
     landlock = f.landlock_error or "Landlock off"
     if f.uid_dropped:

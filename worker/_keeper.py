@@ -187,7 +187,7 @@ def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
             unshare(CLONE_NEWNS)
             early_mount = True
         except OSError as exc:
-            scratch_error = str(exc)
+            scratch_error = f"no mount namespace ({exc})"
         if early_mount:
             scratch_error = mount_scratch(
                 cfg["scratch"], sized or INITIAL_SCRATCH_MIB, uid=owner[0], gid=owner[1]
@@ -205,6 +205,8 @@ def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
         if early_mount:
             namespaces = (*namespaces, "mount")
         facts["namespaces"] = namespaces
+        if "mount" not in namespaces and not early_mount:
+            scratch_error = f"no mount namespace ({facts['namespace_error']})"
         if not early_mount and "mount" in namespaces and "user" in namespaces:
             # Unprivileged: the mount namespace belongs to the child's user namespace.
             try:
