@@ -138,8 +138,9 @@ def _markdown(payload: dict[str, Any]) -> str:
     return (
         "# run_code in each reference environment\n\n"
         f"`python -m benchmarks environments` on {machine['platform']}, "
-        f"{machine['cpu_count']} cores, Python {machine['python']}, {machine['date_utc']}; "
-        f"load average before: {load}. `run_code(\"return 1\")`, "
+        f"{machine['cpu_count']} cores, {machine['date_utc']}; the hosts run the system "
+        "Python's venv of `tests/environments`; load average (1, 5, 15 min) before: "
+        f"{load}. `run_code(\"return 1\")`, "
         f"{payload['options']['runs']} runs {payload['options']['pace_ms']:g} ms apart and "
         "as many back to back; milliseconds, p50 / p99.\n\n"
         + _stats.markdown_table(
