@@ -65,8 +65,7 @@ def _join(parts: list[str], sep: str = "; ") -> str:
 
 _KEEPER_QUOTA_GAP = (
     "no tmpfs: {why}; the keeper refuses writes once the files pass the quota, but a burst "
-    "between two of its checks can pass it; a tmpfs needs a mount namespace: allow user "
-    "namespaces (docs/deployment.md)"
+    "between two of its checks can pass it (docs/deployment.md: how to get a tmpfs)"
 )
 
 

@@ -206,7 +206,9 @@ def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
             namespaces = (*namespaces, "mount")
         facts["namespaces"] = namespaces
         if "mount" not in namespaces and not early_mount:
-            scratch_error = f"no mount namespace ({facts['namespace_error']})"
+            scratch_error = (
+                f"no mount namespace ({facts['namespace_error']}): user namespaces are refused"
+            )
         if not early_mount and "mount" in namespaces and "user" in namespaces:
             # Unprivileged: the mount namespace belongs to the child's user namespace.
             try:
@@ -215,7 +217,13 @@ def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
                     cfg["scratch"], INITIAL_SCRATCH_MIB, uid=owner[0], gid=owner[1]
                 )
             except OSError as exc:
-                scratch_error = f"could not map ids in the user namespace: {exc}"
+                scratch_error = (
+                    "root cannot be mapped into the child's user namespace: run the host as "
+                    "another user, or keep CAP_SETUID, CAP_SETGID and CAP_CHOWN (the child "
+                    "then drops to uid 65534)"
+                    if owner[0] == 0
+                    else f"could not map ids in the user namespace: {exc}"
+                )
     else:
         facts["namespace_error"] = "namespaces off"
     facts["scratch_error"] = scratch_error
