@@ -182,6 +182,7 @@ finally:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("memory_mib", [64, 256])
 @pytest.mark.parametrize(
     ("program", "kind", "words"),
