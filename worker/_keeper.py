@@ -17,34 +17,22 @@ A step of the setup that fails is reported on the keeper's line before it exits
 (:class:`~worker._keeper_lines.SetupFailed`: the step, the error, its errno), so the host
 names the cause at once instead of waiting for a child that will never come; a failure of
 the child's own setup reaches the host in the exit report's ``cause``.
-
-CPU limit: soft RLIMIT_CPU at the run's budget, hard one second above; the child exits with
-:data:`~worker._confine.EXIT_CPU_LIMIT` at the soft limit, or meets the hard limit's
-SIGKILL. Either way the keeper reads the child's CPU clock that the kernel checks
-RLIMIT_CPU against (``CPUCLOCK_PROF``) before reaping it and reports ``cpu_limit`` when it
-passed the soft limit. Rusage is not evidence: it counts precise run time, while the limit
-counts scheduler ticks (it reads up to ~10% lower).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
-import math
 import os
-import resource
-import select
-import signal
 import socket
 import stat
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from . import _capabilities
-from ._confine import EXIT_CPU_LIMIT, FSIZE_BYTES, child_main
-from ._errors import WorkerError
-from ._keeper_lines import ExitReport, Hello, LimitsAck, SetupFailed, parse_limits_request
+from ._confine import child_main
+from ._keeper_lines import SetupFailed
+from ._keeper_watch import Keep, Quota
 from ._scratch import (
     INITIAL_SCRATCH_MIB,
     Resizer,
@@ -53,7 +41,6 @@ from ._scratch import (
     sized_already,
     start_resizer,
 )
-from ._scratch_quota import ScratchQuota
 from ._syscalls import (
     CLONE_NEWIPC,
     CLONE_NEWNET,
@@ -61,15 +48,12 @@ from ._syscalls import (
     CLONE_NEWPID,
     CLONE_NEWUSER,
     PR_SET_CHILD_SUBREAPER,
-    cpu_clock_s,
     map_own_ids,
     prctl,
     unshare,
 )
 
 NOBODY = 65534
-CPU_HARD_MARGIN_S = 1
-"""Hard RLIMIT_CPU minus soft: CPU seconds a program that ignores SIGXCPU gets extra."""
 _NS_FLAGS = (
     ("user", CLONE_NEWUSER),
     ("net", CLONE_NEWNET),
@@ -249,8 +233,8 @@ def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
         quota = None
     else:
         resize = lambda mib: "no scratch tmpfs"  # noqa: E731
-        quota = _Quota(cfg["scratch"], child) if facts["scratch_keeper"] else None
-    keeper = _Keep(child, socket.socket(fileno=keeper_fd), bool(cfg["rlimits"]), resize, quota)
+        quota = Quota(cfg["scratch"], child) if facts["scratch_keeper"] else None
+    keeper = Keep(child, socket.socket(fileno=keeper_fd), bool(cfg["rlimits"]), resize, quota)
     return keeper.run(failed_r)
 
 
@@ -258,173 +242,3 @@ def _become_nobody() -> None:
     os.setgroups([])
     os.setresgid(NOBODY, NOBODY, NOBODY)
     os.setresuid(NOBODY, NOBODY, NOBODY)
-
-
-def _send(sock: socket.socket, line: bytes) -> None:
-    try:
-        sock.sendall(line)
-    except OSError:
-        pass
-
-
-class _Quota:
-    """The keeper's scratch quota of one child, set up when the run's size arrives."""
-
-    def __init__(self, scratch: str, child: int) -> None:
-        self._scratch = scratch
-        self._child = child
-        self.watch: ScratchQuota | None = None
-
-    def start(self, mib: int) -> str:
-        """Watch the scratch dir with a quota of ``mib`` MiB; "" or why not. One file can
-        never pass it alone: the child's RLIMIT_FSIZE comes down to the quota too."""
-        if self.watch is not None:
-            return "the scratch quota was set already"
-        limit = mib * 1024 * 1024
-        try:
-            fsize = min(FSIZE_BYTES, limit)
-            resource.prlimit(self._child, resource.RLIMIT_FSIZE, (fsize, fsize))
-            self.watch = ScratchQuota(self._scratch, self._child, limit)
-        except OSError as exc:
-            return f"the keeper's scratch quota could not be set up: {exc}"
-        return ""
-
-
-class _Keep:
-    """The keeper's life after the fork: it answers the host, watches the child (and its
-    scratch quota), and reports its end."""
-
-    def __init__(
-        self,
-        child: int,
-        sock: socket.socket,
-        rlimits: bool,
-        resize: Callable[[int], str],
-        quota: _Quota | None,
-    ) -> None:
-        self._child = child
-        self._sock = sock
-        self._rlimits = rlimits
-        self._resize = resize
-        self._quota = quota
-        self._soft_s = 0.0
-        self._cause = ""
-
-    def run(self, failed_fd: int) -> int:
-        pidfd = os.pidfd_open(self._child)
-        _send(self._sock, Hello(keeper_pid=os.getpid(), child_pid=self._child).to_line())
-        buf = b""
-        while True:
-            watch = self._quota.watch if self._quota is not None else None
-            watched: list[Any] = [self._sock, pidfd, *([watch] if watch else [])]
-            ready, _, _ = select.select(watched, [], [])
-            if pidfd in ready:
-                break
-            if watch is not None and watch in ready:
-                reason = watch.check()
-                if reason:
-                    self._cause = f"killed by the keeper: {reason}"
-                    os.kill(self._child, signal.SIGKILL)
-            if self._sock not in ready:
-                continue
-            data = self._sock.recv(65536)
-            if not data:  # the host is gone or done with us
-                os.kill(self._child, signal.SIGKILL)
-                break
-            buf += data
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                _send(self._sock, self._limits(line).to_line())
-        try:  # the exited child is a zombie until wait4: its CPU clock is still readable
-            clock_s = cpu_clock_s(self._child)
-        except OSError:
-            clock_s = 0.0
-        _, status, usage = os.wait4(self._child, 0)
-        _sweep()
-        if not self._cause:
-            self._cause = _child_failure(failed_fd)
-        report = ExitReport(
-            status=status,
-            cpu_ms=(usage.ru_utime + usage.ru_stime) * 1000.0,
-            maxrss_kib=usage.ru_maxrss,
-            cpu_limit=died_of_cpu_limit(status, clock_s=clock_s, soft_s=self._soft_s),
-            cause=self._cause,
-        )
-        _send(self._sock, report.to_line())
-        return 0
-
-    def _limits(self, line: bytes) -> LimitsAck:
-        """The host's limits request: the rlimits, then the scratch quota."""
-        ack = _apply_limits(self._child, line, self._rlimits)
-        self._soft_s = ack.cpu_limit_s
-        try:
-            mib = parse_limits_request(line).scratch_mib
-        except WorkerError as exc:
-            return dataclasses.replace(ack, scratch_error=str(exc))
-        scratch = self._quota.start(mib) if self._quota is not None else self._resize(mib)
-        return dataclasses.replace(ack, scratch_error=scratch)
-
-
-def _child_failure(fd: int) -> str:
-    """What the child wrote on its error pipe before it exited ("" when nothing)."""
-    try:
-        text = os.read(fd, 4096).decode("utf-8", "replace").strip()
-    except OSError:
-        text = ""
-    finally:
-        os.close(fd)
-    return f"the child could not set itself up: {text}" if text else ""
-
-
-def died_of_cpu_limit(status: int, *, clock_s: float, soft_s: float) -> bool:
-    """Whether a child with wait ``status`` died of its soft CPU limit ``soft_s``: its CPU
-    clock reached the limit, and it died the way only the limit makes it die here (the
-    SIGXCPU handler's exit, SIGXCPU itself outside a pid namespace, the hard SIGKILL)."""
-    if soft_s <= 0 or clock_s < soft_s:
-        return False
-    if os.WIFSIGNALED(status):
-        return os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL)
-    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_CPU_LIMIT
-
-
-def _apply_limits(child: int, line: bytes, rlimits: bool) -> LimitsAck:
-    if not rlimits:
-        return LimitsAck(applied=False, error="rlimits off", cpu_limit_s=0)
-    try:
-        request = parse_limits_request(line)
-        soft = math.ceil(cpu_clock_s(child) + request.cpu_seconds)
-        # Soft below hard: SIGXCPU at the soft limit names the cause (the child handles
-        # it, which a namespace init must); SIGKILL at the hard one if it is ignored.
-        resource.prlimit(child, resource.RLIMIT_CPU, (soft, soft + CPU_HARD_MARGIN_S))
-        # Private memory (heap, anonymous mappings, thread stacks as reserved): what bounds
-        # a program's memory where no cgroup does; below a cgroup limit, a MemoryError
-        # comes before the OOM killer. Address space only as a backstop (libraries, guards).
-        data_bytes = request.data_mib * 1024 * 1024
-        resource.prlimit(child, resource.RLIMIT_DATA, (data_bytes, data_bytes))
-        as_bytes = (request.memory_mib + 1024) * 1024 * 1024
-        resource.prlimit(child, resource.RLIMIT_AS, (as_bytes, as_bytes))
-    except (OSError, ValueError, WorkerError) as exc:
-        return LimitsAck(applied=False, error=str(exc), cpu_limit_s=0)
-    return LimitsAck(applied=True, error="", cpu_limit_s=soft)
-
-
-def _sweep() -> None:
-    """Kill and reap every remaining descendant (orphans reparent to us: subreaper)."""
-    me = os.getpid()
-    for _ in range(1000):
-        try:
-            with open(f"/proc/{me}/task/{me}/children", encoding="ascii") as fh:
-                pids = [int(p) for p in fh.read().split()]
-        except OSError:
-            pids = []
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
-            while os.waitpid(-1, os.WNOHANG if pids else 0)[0]:
-                pass
-        except ChildProcessError:
-            if not pids:
-                return

@@ -19,6 +19,7 @@ from worker import (
     SubprocessBackend,
     _confine,
     _keeper,
+    _keeper_watch,
     _landlock,
     _seccomp,
     _syscalls,
@@ -105,7 +106,7 @@ async def test_per_run_rlimits_reach_a_pooled_child() -> None:
         out = await run(b, code, Limits(wall_seconds=3, cpu_seconds=2.5, memory_mib=300))
     cpu, as_, nofile, core, fsize = out.value
     # soft below hard: SIGXCPU at the soft limit names the cause (the child handles it)
-    assert cpu == [3, 3 + _keeper.CPU_HARD_MARGIN_S]
+    assert cpu == [3, 3 + _keeper_watch.CPU_HARD_MARGIN_S]
     assert as_ == [(300 + 1024) << 20] * 2
     assert nofile == [64, 64] and core == [0, 0] and fsize == [64 << 20] * 2
 
@@ -222,7 +223,7 @@ HANDLER_EXIT_STATUS = _confine.EXIT_CPU_LIMIT << 8
 def test_died_of_cpu_limit_needs_the_kernel_clock_and_a_limit_death(
     status: int, clock_s: float, soft_s: float, expected: bool
 ) -> None:
-    assert _keeper.died_of_cpu_limit(status, clock_s=clock_s, soft_s=soft_s) is expected
+    assert _keeper_watch.died_of_cpu_limit(status, clock_s=clock_s, soft_s=soft_s) is expected
 
 
 def test_the_cpu_clock_is_the_one_rlimit_cpu_counts() -> None:
