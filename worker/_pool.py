@@ -21,7 +21,6 @@ any other failure the background refill waits, longer after each failure in a ro
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import logging
@@ -31,7 +30,6 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +39,7 @@ from anyio.abc import UNIXSocketStream
 from . import _landlock
 from ._cgroups import CgroupJanitor, RunCgroups
 from ._child_handle import ChildHandle, host_resource_error
+from ._chores import Chores
 from ._errors import StartFailed, WorkerError
 from ._keeper_lines import LimitsRequest
 from ._types import Containment, Dimension, Enforcement, Level, Limits
@@ -77,37 +76,6 @@ def _worse(was: Enforcement, level: Level, gap: str) -> Enforcement:
     return Enforcement(
         level=worst, mechanism=was.mechanism, gap="; ".join(filter(None, [was.gap, gap]))
     )
-
-
-class Chores:
-    """Background work (teardown, refill, priming). On asyncio each chore is a task of its
-    own, awaited by :meth:`wait`; elsewhere :meth:`start` says no and the caller does the
-    work inline."""
-
-    def __init__(self) -> None:
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    def start(self, fn: Callable[[], Awaitable[None]], name: str) -> bool:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return False
-        task = loop.create_task(self._guard(fn, name), name=f"ptc-worker-{name}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return True
-
-    async def wait(self) -> None:
-        """Wait until no chore is left (chores may start others)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
-
-    @staticmethod
-    async def _guard(fn: Callable[[], Awaitable[None]], name: str) -> None:
-        try:
-            await fn()
-        except Exception:
-            logger.exception("background %s failed", name)
 
 
 class _Entry:
