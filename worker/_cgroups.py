@@ -205,7 +205,8 @@ class RunCgroups:
         if made.memory is not None:
             made.memsw = os.path.exists(os.path.join(made.memory, "memory.memsw.limit_in_bytes"))
         if not made.has_memory:
-            made.note = notes[0] if notes else "no memory controller on this host"
+            unique = list(dict.fromkeys(notes))  # v1 and v2 can both say why
+            made.note = "; ".join(unique) if unique else "no memory controller on this host"
         return made
 
     @property

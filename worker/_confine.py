@@ -31,17 +31,23 @@ EXIT_CPU_LIMIT = 128 + signal.SIGXCPU
 
 
 def child_main(
-    cfg: dict[str, Any], facts: dict[str, Any], run_fd: int, keeper_fd: int, failed_fd: int
+    cfg: dict[str, Any],
+    facts: dict[str, Any],
+    run_fd: int,
+    keeper_fd: int,
+    failed_fd: int,
+    gate_fd: int = -1,
 ) -> NoReturn:
     """Entry of the child process (in the keeper's fork): contain, report, serve. Never
-    returns. ``failed_fd``: the keeper's error pipe, closed before the program runs."""
+    returns. ``failed_fd``: the keeper's error pipe, closed before the program runs;
+    ``gate_fd``: where to send the listener of the write gate (-1: no gate)."""
     step = "close the keeper's socket"
     try:
         os.close(keeper_fd)
         if "pid" in facts.get("namespaces", ()):
             prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         step = "close every other fd"
-        _isolate_fds((run_fd, failed_fd))
+        _isolate_fds(tuple(fd for fd in (run_fd, failed_fd, gate_fd) if fd >= 0))
         if cfg["rlimits"]:
             step = "set its rlimits (core, fsize, nofile)"
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -60,6 +66,9 @@ def child_main(
             # needs it dumpable after a uid change; Landlock keeps /proc from other children.
             prctl(PR_SET_DUMPABLE, 1)
         _seccomp_step(cfg, facts)
+        if gate_fd >= 0:
+            step = "load the write gate"
+            _gate_step(facts, gate_fd)
         enforcement = _enforcement.report(_enforcement.Facts(**facts))
         if cfg["rlimits"]:
             signal.signal(signal.SIGXCPU, _exit_at_cpu_limit)
@@ -91,6 +100,29 @@ def _landlock_step(cfg: dict[str, Any], facts: dict[str, Any]) -> None:
         facts["landlock_abi"] = res.abi
     except OSError as exc:
         facts["landlock_error"] = str(exc)
+
+
+def _gate_step(facts: dict[str, Any], gate_fd: int) -> None:
+    """The keeper's write gate (a hard scratch quota without a tmpfs): its listener goes to
+    the keeper; without seccomp or where the kernel refuses it, the keeper's quota acts
+    after the writes instead (and the report says so)."""
+    gate = socket.socket(fileno=gate_fd)
+    try:
+        if not facts.get("seccomp"):
+            facts["scratch_gate_error"] = "no seccomp"
+            return
+        try:
+            listener = _seccomp.install_write_gate()
+        except OSError as exc:
+            facts["scratch_gate_error"] = f"the write gate could not be loaded: {exc}"
+            return
+        try:
+            socket.send_fds(gate, [b"gate"], [listener])
+        finally:
+            os.close(listener)
+        facts["scratch_gate"] = True
+    finally:
+        gate.close()
 
 
 def _seccomp_step(cfg: dict[str, Any], facts: dict[str, Any]) -> None:

@@ -51,6 +51,9 @@ class Facts:
     """A tmpfs of ``scratch_mib`` holds the scratch dir."""
     scratch_keeper: bool = False
     """No tmpfs: the keeper watches the scratch dir and refuses writes past the quota."""
+    scratch_gate: bool = False
+    """...and every call that could grow a scratch file waits for its yes (no threads)."""
+    scratch_gate_error: str = ""
     scratch_error: str = ""
     notes: tuple[str, ...] = field(default=())
 
@@ -65,7 +68,11 @@ def _join(parts: list[str], sep: str = "; ") -> str:
 
 _KEEPER_QUOTA_GAP = (
     "no tmpfs: {why}; the keeper refuses writes once the files pass the quota, but a burst "
-    "between two of its checks can pass it (docs/deployment.md: how to get a tmpfs)"
+    "between two of its checks can pass it{gate} (docs/deployment.md: how to get a tmpfs)"
+)
+_GATE_GAP = (
+    "no tmpfs: {why}; the keeper answers each growing write itself (about 50-90 us each), and "
+    "the program has no threads meanwhile (require no full filesystem to have them)"
 )
 
 
@@ -73,6 +80,11 @@ def _filesystem(f: Facts) -> dict[str, str]:
     quota = ""
     if f.scratch_quota:
         quota = " + scratch tmpfs quota (Limits.scratch_mib, held in memory)"
+    elif f.scratch_keeper and f.scratch_gate:
+        quota = (
+            " + keeper scratch quota (Limits.scratch_mib: every write that could grow a "
+            "scratch file waits for the keeper's yes, seccomp user notification)"
+        )
     elif f.scratch_keeper:
         quota = " + keeper scratch quota (Limits.scratch_mib, RLIMIT_FSIZE per file)"
     no_quota = (
@@ -83,14 +95,21 @@ def _filesystem(f: Facts) -> dict[str, str]:
     # Only root has a uid to drop: say what happened to it.
     uid = "uid 65534" if f.uid_dropped else f"uid not dropped ({f.uid_note})" if f.uid_note else ""
     if f.landlock_abi:
-        # The keeper's quota acts after the writes it sees, so it cannot promise the bound.
-        level = "full" if f.scratch_quota else "partial"
+        # The keeper's quota without its gate acts after the writes it sees, so it cannot
+        # promise the bound; with the gate it decides each one before it happens.
+        hard = f.scratch_quota or (f.scratch_keeper and f.scratch_gate)
         mechanism = (
             f"Landlock ABI {f.landlock_abi}: read-only interpreter + libraries, "
             "read-write scratch" + quota
         )
-        keeper = _KEEPER_QUOTA_GAP.format(why=f.scratch_error) if f.scratch_keeper else ""
-        return _e(level, mechanism, _join([uid, keeper, no_quota]))
+        if f.scratch_keeper and f.scratch_gate:
+            keeper = _GATE_GAP.format(why=f.scratch_error)
+        elif f.scratch_keeper:
+            gate = f" ({f.scratch_gate_error})" if f.scratch_gate_error else ""
+            keeper = _KEEPER_QUOTA_GAP.format(why=f.scratch_error, gate=gate)
+        else:
+            keeper = ""
+        return _e("full" if hard else "partial", mechanism, _join([uid, keeper, no_quota]))
     landlock = f.landlock_error or "Landlock off"
     if f.uid_dropped:
         return _e(
@@ -146,9 +165,8 @@ def _processes(f: Facts) -> dict[str, str]:
     if f.seccomp:
         # Without fork or exec the child is the whole tree: killing its pid ends the run,
         # and the keeper (a subreaper) sweeps whatever might still reparent to it.
-        mechanism = _join(
-            ["seccomp fork/exec deny", signal_text, *killers, "keeper kill + sweep"], " + "
-        )
+        deny = "seccomp fork/exec/thread deny" if f.scratch_gate else "seccomp fork/exec deny"
+        mechanism = _join([deny, signal_text, *killers, "keeper kill + sweep"], " + ")
         return _e("full", mechanism)
     gap = f.seccomp_error or "no seccomp"
     if killers or signal_text:

@@ -216,12 +216,22 @@ def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
     facts["scratch_keeper"] = bool(scratch_error and cfg["rlimits"])
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     failed_r, failed_w = _step("make the child's error pipe", os.pipe)
+    gate: tuple[socket.socket, socket.socket] | None = None
+    if facts["scratch_keeper"] and cfg["seccomp"] and cfg.get("scratch_gate"):
+        # The child sends the listener of its write gate here (see _scratch_gate).
+        gate = _step("make the write gate's socket", socket.socketpair)
     child = _step("fork the child", os.fork)
     if child == 0:
         os.close(failed_r)
-        child_main(cfg, facts, run_fd, keeper_fd, failed_w)
+        gate_fd = -1
+        if gate is not None:
+            gate[0].close()
+            gate_fd = gate[1].detach()
+        child_main(cfg, facts, run_fd, keeper_fd, failed_w, gate_fd)
     os.close(run_fd)
     os.close(failed_w)
+    if gate is not None:
+        gate[1].close()
     if facts["scratch_quota"]:
         if resizer is not None:
             resize: Callable[[int], str] = resizer.resize
@@ -233,7 +243,8 @@ def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
         quota = None
     else:
         resize = lambda mib: "no scratch tmpfs"  # noqa: E731
-        quota = Quota(cfg["scratch"], child) if facts["scratch_keeper"] else None
+        keeps = facts["scratch_keeper"]
+        quota = Quota(cfg["scratch"], child, gate[0] if gate else None) if keeps else None
     keeper = Keep(child, socket.socket(fileno=keeper_fd), bool(cfg["rlimits"]), resize, quota)
     return keeper.run(failed_r)
 

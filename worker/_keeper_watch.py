@@ -26,7 +26,9 @@ from typing import Any
 from ._confine import EXIT_CPU_LIMIT, FSIZE_BYTES
 from ._errors import WorkerError
 from ._keeper_lines import ExitReport, Hello, LimitsAck, parse_limits_request
+from ._scratch_gate import WriteGate
 from ._scratch_quota import ScratchQuota
+from ._seccomp import growth_syscalls
 from ._syscalls import cpu_clock_s
 
 CPU_HARD_MARGIN_S = 1
@@ -41,12 +43,19 @@ def _send(sock: socket.socket, line: bytes) -> None:
 
 
 class Quota:
-    """The keeper's scratch quota of one child, set up when the run's size arrives."""
+    """The keeper's scratch quota of one child, set up when the run's size arrives; with
+    the child's write gate (``gate``: the socket the child sends its listener on) every
+    growing write waits for the keeper's answer, else the keeper refuses growth after the
+    fact."""
 
-    def __init__(self, scratch: str, child: int) -> None:
+    def __init__(self, scratch: str, child: int, gate: socket.socket | None) -> None:
         self._scratch = scratch
         self._child = child
         self.watch: ScratchQuota | None = None
+        self.gate_socket = gate
+        """Until the child's listener arrives on it (``None`` after, or without a gate)."""
+        self.gate: WriteGate | None = None
+        self._cap = FSIZE_BYTES
 
     def start(self, mib: int) -> str:
         """Watch the scratch dir with a quota of ``mib`` MiB; "" or why not. One file can
@@ -55,12 +64,44 @@ class Quota:
             return "the scratch quota was set already"
         limit = mib * 1024 * 1024
         try:
-            fsize = min(FSIZE_BYTES, limit)
-            resource.prlimit(self._child, resource.RLIMIT_FSIZE, (fsize, fsize))
-            self.watch = ScratchQuota(self._scratch, self._child, limit)
+            self._cap = min(FSIZE_BYTES, limit)
+            resource.prlimit(self._child, resource.RLIMIT_FSIZE, (self._cap, self._cap))
+            gated = self.gate is not None or self.gate_socket is not None
+            self.watch = ScratchQuota(
+                self._scratch, self._child, limit, refuse_growth=not gated
+            )
         except OSError as exc:
             return f"the keeper's scratch quota could not be set up: {exc}"
+        if self.gate is not None:
+            self.gate.cap = self._cap
         return ""
+
+    def watched(self) -> list[Any]:
+        """What the keeper's loop waits on for this quota."""
+        found: list[Any] = [w for w in (self.watch, self.gate_socket, self.gate) if w]
+        return found
+
+    def handle(self, ready: list[Any]) -> str:
+        """Whatever of :meth:`watched` is ready; why the child must be killed ("" if not)."""
+        reason = ""
+        if self.gate_socket is not None and self.gate_socket in ready:
+            self._connect()
+        if self.watch is not None and self.watch in ready:
+            reason = self.watch.check(recount=self.gate is None)
+        if self.gate is not None and self.gate in ready:
+            reason = self.gate.answer(self.watch) or reason
+        return reason
+
+    def _connect(self) -> None:
+        assert self.gate_socket is not None
+        try:
+            _, fds, _, _ = socket.recv_fds(self.gate_socket, 16, 1)
+        except OSError:
+            fds = []
+        self.gate_socket.close()
+        self.gate_socket = None
+        if fds:  # none: the child could not load its gate (and reported so)
+            self.gate = WriteGate(fds[0], self._child, growth_syscalls(), self._cap)
 
 
 class Keep:
@@ -88,13 +129,12 @@ class Keep:
         _send(self._sock, Hello(keeper_pid=os.getpid(), child_pid=self._child).to_line())
         buf = b""
         while True:
-            watch = self._quota.watch if self._quota is not None else None
-            watched: list[Any] = [self._sock, pidfd, *([watch] if watch else [])]
-            ready, _, _ = select.select(watched, [], [])
+            quota = self._quota.watched() if self._quota is not None else []
+            ready, _, _ = select.select([self._sock, pidfd, *quota], [], [])
             if pidfd in ready:
                 break
-            if watch is not None and watch in ready:
-                reason = watch.check()
+            if self._quota is not None:
+                reason = self._quota.handle(ready)
                 if reason:
                     self._cause = f"killed by the keeper: {reason}"
                     os.kill(self._child, signal.SIGKILL)

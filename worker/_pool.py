@@ -137,6 +137,9 @@ class ChildPool:
             "cgroup_v2_controllers": list(cgroups.v2_controllers),
             "cgroup_note": "cgroups off" if not c.cgroups else cgroups.note,
             "landlock_abi_limit": _landlock.ABI_LIMIT,
+            # A hard scratch quota without a tmpfs costs the child its threads: only when
+            # the run requires a full filesystem.
+            "scratch_gate": "filesystem" in c.require,
             "namespaces": c.namespaces,
             "rlimits": c.rlimits,
             "landlock": c.landlock,

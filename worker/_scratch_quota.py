@@ -66,10 +66,13 @@ class ScratchQuota:
     are used up); the keeper then reports the quota as not applied.
     """
 
-    def __init__(self, path: str, child_pid: int, limit_bytes: int) -> None:
+    def __init__(
+        self, path: str, child_pid: int, limit_bytes: int, *, refuse_growth: bool = True
+    ) -> None:
         self._root = path
         self._child = child_pid
         self._limit = limit_bytes
+        self._refuse_growth = refuse_growth
         self._dev = os.stat(path).st_dev
         fd: int = _libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
         if fd < 0:
@@ -96,12 +99,23 @@ class ScratchQuota:
         return self._fd
 
     @property
+    def limit(self) -> int:
+        """The quota, bytes."""
+        return self._limit
+
+    @property
+    def dev(self) -> int:
+        """The device of the scratch dir's filesystem (files elsewhere do not count)."""
+        return self._dev
+
+    @property
     def entries(self) -> int:
         return len(self._names)
 
-    def check(self) -> str:
+    def check(self, *, recount: bool = True) -> str:
         """Read the pending events and recount; refuse growth once over the quota. Returns
-        why the child must be killed ("" while it need not)."""
+        why the child must be killed ("" while it need not). ``recount=False``: follow the
+        names only (the write gate recounts when it decides)."""
         for wd, mask, name in self._events():
             if mask & _IN_Q_OVERFLOW:
                 self._rescan()
@@ -112,8 +126,9 @@ class ScratchQuota:
                 continue
             if name:
                 self._event(os.path.join(folder, name), mask)
-        self._recount()
-        if self.total > self._limit and not self.refused:
+        if recount:
+            self._recount()
+        if self._refuse_growth and self.total > self._limit and not self.refused:
             self.refused = True
             resource.prlimit(self._child, resource.RLIMIT_FSIZE, (0, 0))
         if len(self._names) > MAX_ENTRIES:

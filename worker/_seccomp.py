@@ -92,6 +92,9 @@ DENIED_SYSCALLS: tuple[str, ...] = (
     "mq_timedreceive",
     "mq_notify",
     "mq_getsetattr",
+    # Asynchronous I/O writes files without a write(2) the keeper's gate would see.
+    "io_setup",
+    "io_submit",
 )
 _CLONE_THREAD = 0x00010000
 _LOW_32 = 0xFFFFFFFF
@@ -126,6 +129,22 @@ SIGNAL_SYSCALLS: tuple[str, ...] = (
     "pidfd_open",
 )
 """Allowed only with the child's own pid as first argument (:func:`signal_filter`)."""
+GROWTH_SYSCALLS: tuple[str, ...] = (
+    "write",
+    "pwrite64",
+    "writev",
+    "pwritev",
+    "pwritev2",
+    "sendfile",
+    "copy_file_range",
+    "splice",
+    "ftruncate",
+    "truncate",
+    "fallocate",
+)
+"""Every call that can make a file longer (or allocate its blocks): where no tmpfs holds the
+scratch quota, each one waits for the keeper's yes (:func:`write_gate_filter`). Shared
+mappings cannot extend a file; the channel is written with ``send``, never gated."""
 
 
 try:
@@ -144,11 +163,21 @@ def available() -> bool:
 class _Prepared:
     """The base filter, what it denies, and what the per-child filter needs to know."""
 
-    def __init__(self, filt: Any, denied: tuple[str, ...], arch: int, signals: tuple[int, ...]):
+    def __init__(
+        self,
+        filt: Any,
+        denied: tuple[str, ...],
+        arch: int,
+        signals: tuple[int, ...],
+        growth: dict[int, str],
+        clone: int,
+    ) -> None:
         self.filter = filt
         self.denied = denied
         self.arch = arch
         self.signal_numbers = signals
+        self.growth = growth
+        self.clone = clone
 
 
 _prepared: _Prepared | None = None
@@ -177,8 +206,15 @@ def prepare() -> None:
         filt.add_rule(sc.ERRNO(errno.EPERM), name, sc.Arg(arg, sc.MASKED_EQ, mask, value))
     arch = int(sc.system_arch())
     numbers = tuple(int(sc.resolve_syscall(sc.Arch.NATIVE, n)) for n in SIGNAL_SYSCALLS)
+    growth = {int(sc.resolve_syscall(sc.Arch.NATIVE, n)): n for n in GROWTH_SYSCALLS}
+    clone = int(sc.resolve_syscall(sc.Arch.NATIVE, "clone"))
     _prepared = _Prepared(
-        filt, (*denied, "clone(without CLONE_THREAD)", "clone3(ENOSYS)"), arch, numbers
+        filt,
+        (*denied, "clone(without CLONE_THREAD)", "clone3(ENOSYS)"),
+        arch,
+        numbers,
+        growth,
+        clone,
     )
 
 
@@ -196,12 +232,58 @@ def install() -> tuple[str, ...]:
     return (*_prepared.denied, "signals to any pid but its own")
 
 
+def growth_syscalls() -> dict[int, str]:
+    """The numbers of :data:`GROWTH_SYSCALLS` on this arch (for the keeper's gate)."""
+    prepare()
+    assert _prepared is not None
+    return dict(_prepared.growth)
+
+
+def install_write_gate() -> int:
+    """Load the write gate into the calling thread: every call of :data:`GROWTH_SYSCALLS`
+    waits until the holder of the returned listener fd answers (seccomp user notification,
+    Linux 5.5 for the answer "go on"), and ``clone`` is refused, so no thread can change
+    the process's files while one waits. Raises ``OSError`` where the kernel or a
+    container's profile refuses it."""
+    prepare()
+    assert _prepared is not None
+    program = write_gate_filter(
+        arch=_prepared.arch, numbers=tuple(_prepared.growth), refused=(_prepared.clone,)
+    )
+    return _load(program, flags=_SECCOMP_FILTER_FLAG_NEW_LISTENER)
+
+
+def write_gate_filter(*, arch: int, numbers: tuple[int, ...], refused: tuple[int, ...]) -> bytes:
+    """The write gate as packed ``sock_filter`` instructions: ``numbers`` go to the
+    listener, ``refused`` get EPERM, everything else (and a foreign arch, which the base
+    filter kills) passes."""
+    checks = [*((n, True) for n in numbers), *((n, False) for n in refused)]
+    allow = 3 + len(checks)
+    notify, deny = allow + 1, allow + 2
+    prog = [
+        (_LD_W_ABS, 0, 0, _ARCH_OFFSET),
+        (_JEQ_K, 0, allow - 2, arch),
+        (_LD_W_ABS, 0, 0, _NR_OFFSET),
+    ]
+    for i, (number, gated) in enumerate(checks):
+        target = notify if gated else deny
+        prog.append((_JEQ_K, target - (3 + i) - 1, 0, number))
+    prog += [
+        (_RET_K, 0, 0, _RET_ALLOW),
+        (_RET_K, 0, 0, _RET_USER_NOTIF),
+        (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM),
+    ]
+    return b"".join(struct.pack("=HBBI", *ins) for ins in prog)
+
+
 # Classic BPF, as seccomp reads it (linux/filter.h, linux/seccomp.h).
 _LD_W_ABS = 0x20
 _JEQ_K = 0x15
 _RET_K = 0x06
 _RET_ALLOW = 0x7FFF0000
 _RET_ERRNO = 0x00050000
+_RET_USER_NOTIF = 0x7FC00000
+_SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
 _ARCH_OFFSET = 4
 _NR_OFFSET = 0
 _ARG0_LOW = 16  # seccomp_data.args[0], little-endian (x86_64, aarch64)
@@ -250,11 +332,13 @@ _libc.syscall.restype = ctypes.c_long
 _SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}.get(platform.machine())
 
 
-def _load(program: bytes) -> None:
+def _load(program: bytes, flags: int = 0) -> int:
     if _SYS_SECCOMP is None:
         raise OSError(errno.ENOSYS, f"seccomp: no syscall number for {platform.machine()}")
     buf = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
-    if _libc.syscall(_SYS_SECCOMP, _SECCOMP_SET_MODE_FILTER, 0, ctypes.byref(fprog)) != 0:
+    result = int(_libc.syscall(_SYS_SECCOMP, _SECCOMP_SET_MODE_FILTER, flags, ctypes.byref(fprog)))
+    if result < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"seccomp(SET_MODE_FILTER): {os.strerror(err)}")
+    return result

@@ -269,3 +269,27 @@ async def test_probe_predicts_what_a_run_reports_with_fallbacks_only(
 ) -> None:
     out = await run(bare, "return 1")
     assert bare.probe() == out.enforcement, (bare.probe(), out.enforcement)
+
+
+STRICT = Containment(namespaces=False, cgroups=False, pool_size=0)
+"""The default requirements (filesystem too) without a mount namespace: the keeper's write
+gate, a hard quota without a tmpfs."""
+
+
+async def test_the_write_gate_is_a_hard_quota_without_a_tmpfs() -> None:
+    limits = Limits(wall_seconds=20, memory_mib=256, scratch_mib=32)
+    async with SubprocessBackend(STRICT) as b:
+        out = await run(b, FILL.format(files=40, chunks=4), limits)
+        threads = await run(
+            b,
+            "import threading\ntry:\n    threading.Thread(target=print).start()\n"
+            "except RuntimeError as e:\n    return str(e)\nreturn 'started'",
+        )
+    assert out.ok, out.detail
+    written, error = out.value
+    assert error == "ENOSPC" and 28 <= written <= 32  # refused before the write, as a tmpfs
+    fs = out.enforcement["filesystem"]
+    assert fs.level == "full" and "waits for the keeper's yes" in fs.mechanism
+    assert "no threads" in fs.gap
+    assert threads.value == "can't start new thread"
+    assert "thread deny" in threads.enforcement["processes"].mechanism

@@ -41,6 +41,15 @@ ENVIRONMENTS = {
         scratch_keeper=True,
         scratch_error="no mount namespace",
     ),
+    "E3-gated": Facts(
+        namespace_error=NO_NS,
+        rlimits=True,
+        landlock_abi=7,
+        seccomp=True,
+        scratch_keeper=True,
+        scratch_gate=True,
+        scratch_error="no mount namespace",
+    ),
     "E4-old": Facts(
         namespace_error=NO_NS,
         uid_dropped=True,
@@ -54,6 +63,7 @@ LEVELS = {
     "E1": FULL,
     "E2": FULL,
     "E3": {**FULL, "filesystem": "partial"},
+    "E3-gated": FULL,
     "E4-old": {**FULL, "filesystem": "partial", "memory": "partial"},
 }
 
@@ -105,6 +115,13 @@ def test_the_keeper_quota_is_partial_and_says_how_to_get_a_tmpfs() -> None:
     assert "keeper scratch quota" in fs["mechanism"]
     assert "a burst between two of its checks can pass it" in fs["gap"]
     assert "how to get a tmpfs" in fs["gap"]
+
+
+def test_the_keepers_write_gate_is_a_hard_quota_that_costs_threads() -> None:
+    out = report(ENVIRONMENTS["E3-gated"])
+    assert "every write that could grow a scratch file waits" in out["filesystem"]["mechanism"]
+    assert "no threads meanwhile" in out["filesystem"]["gap"]
+    assert out["processes"]["mechanism"].startswith("seccomp fork/exec/thread deny")
 
 
 def test_without_a_quota_the_filesystem_is_partial() -> None:
