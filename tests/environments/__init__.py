@@ -19,7 +19,8 @@ a container's processes. The host runs with the interpreter of a venv made from 
 Python with this worktree's project installed from a wheel (the same venv in every
 environment, cached across runs; see ``_venv``).
 
-Usage (tests; the ``envsim`` fixture skips, saying why, where the harness cannot run)::
+Usage (the ``envsim`` fixture of ``tests/conftest.py`` builds the harness once per session
+and skips, saying why, where it cannot run: not root, no system Python, no cgroup v2)::
 
     from tests.environments import ENVIRONMENTS, Harness, tcp_listener
 
@@ -30,10 +31,22 @@ Usage (tests; the ``envsim`` fixture skips, saying why, where the harness cannot
         assert run.results[0]["value"]["result"] == 1
         assert run.survivors == () and run.leftovers == ()
 
-``Harness.run(env, script, inputs=..., files=...)`` runs any host script (it reads
-``sys.argv[1]``, a JSON file of ``inputs``, and prints a JSON object as its last line);
-``HostRun.output`` is that object. ``tcp_listener()`` gives a loopback port to aim at.
-Environment-specific cases: ``tests.environments.BY_NAME[env]`` says how each is built.
+- ``Harness.run_code(env, programs, *, containment=None, limits=None, profile="python",
+  timeout_s=90, **run) -> HostRun``: each program through ``run_code`` in one code-mode
+  ``ToolRuntime``; ``HostRun.results[i]`` is a ``ToolResult`` as JSON (``is_error``,
+  ``error``, ``value``, ``meta``), ``HostRun.output["probe"]`` what ``probe()`` predicted.
+- ``Harness.run(env, script, *, inputs=None, files=None, timeout_s=60, settle_s=2,
+  delegate_cgroup=False, check=True) -> HostRun``: any host script. It reads ``sys.argv[1]``
+  (a JSON file of ``inputs``) and prints a JSON object as its last line (``HostRun.output``);
+  ``files`` are written beside it, in its working directory (a canary: readable by the host,
+  outside every program's allowed paths).
+- ``HostRun``: ``output``, ``stdout``, ``stderr``, ``returncode``, ``survivors`` (processes of
+  the run still alive after the host exited; killed since), ``leftovers`` (files in the host's
+  ``TMPDIR``, cgroups left under the run's own).
+- ``tcp_listener()``: a loopback listener outside the environments; pass ``.port`` in
+  ``inputs``, assert ``.accepted() == 0``.
+- ``BY_NAME[env]``: how each environment is built (identity, capabilities, seccomp profile,
+  ``no_new_privs``, read-only cgroups); ``Harness.user``: the test user (uid 1001).
 """
 
 from __future__ import annotations

@@ -28,13 +28,17 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tests.environments import _venv
 from tests.environments._envs import BY_NAME
 from tests.environments._venv import ROOT, TestUser
 
+if TYPE_CHECKING:
+    from worker import Containment, Limits
+
 _CODE_HOST = Path(__file__).with_name("_code_host.py")
+_RESERVED = frozenset({"host.py", "input.json", "home", "tmp", ".stdout", ".stderr"})
 _counter = itertools.count()
 
 
@@ -70,13 +74,15 @@ class HostRun:
 class Harness:
     """Runs host scripts in the environments (as root; see :func:`tests.environments.harness`).
 
-    ``python`` is the test venv's interpreter; ``user`` the identity of E2, E3 and E6.
+    ``python`` is the test venv's interpreter; ``user`` the identity of E2, E3 and E6;
+    ``cgroup_base`` the cgroup v2 directory (this process's own) where each run gets its cgroup.
     """
 
     def __init__(self, *, python: Path, user: TestUser) -> None:
         self.python = python
         self.user = user
-        self._cgroups = _cgroup_v2_base()
+        self.cgroup_base = _cgroup_v2_base()
+        _remove_stale_cgroups(self.cgroup_base)
 
     def run(
         self,
@@ -95,7 +101,8 @@ class Harness:
         The script runs with its directory as working directory, ``sys.argv[1]`` the path of
         ``inputs`` as JSON (``null`` when not given), ``files`` written beside it (root-owned,
         mode 0644: readable by the host, outside any program's allowed paths: a canary), a
-        private writable ``HOME`` and ``TMPDIR``, and prints one JSON object as its last line.
+        private ``HOME`` (its uid's, 0700) and ``TMPDIR`` (mode 1777, like ``/tmp``), and prints
+        one JSON object as its last line.
         ``settle_s`` bounds the wait for the run's processes to end once the host has exited
         (those still alive then are ``survivors``). ``delegate_cgroup`` hands the run's
         cgroup to the environment's user, as systemd delegates a user's scope (it stays
@@ -103,9 +110,12 @@ class Harness:
         last line that is not a JSON object raises :class:`HostError`.
         """
         env = BY_NAME[environment]
+        bad = sorted(n for n in files or {} if n in _RESERVED or "/" in n or n.startswith("."))
+        if bad:
+            raise ValueError(f"files: {bad} are not plain names the harness leaves free")
         uid, gid = (0, 0) if env.identity == "root" else (self.user.uid, self.user.gid)
         directory = Path(tempfile.mkdtemp(prefix=f"ptc-envsim-{environment}-", dir=_temp_base()))
-        cgroup = self._cgroups / f"ptc-envsim-{os.getpid()}-{next(_counter)}"
+        cgroup = self.cgroup_base / f"ptc-envsim-{os.getpid()}-{next(_counter)}"
         try:
             directory.chmod(0o755)
             for name, content in {
@@ -139,8 +149,8 @@ class Harness:
         environment: str,
         programs: str | Sequence[str],
         *,
-        containment: Any = None,
-        limits: Any = None,
+        containment: Containment | None = None,
+        limits: Limits | None = None,
         profile: str = "python",
         timeout_s: float = 90.0,
         **run: Any,
@@ -189,8 +199,11 @@ class Harness:
             try:
                 host.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
-                _kill_cgroup(cgroup)
-                host.wait()
+                try:
+                    _kill_cgroup(cgroup)
+                finally:
+                    host.kill()
+                    host.wait()
                 raise HostError(
                     f"{environment}: the host did not finish in {timeout_s} s; stderr:\n"
                     + (directory / ".stderr").read_text(errors="replace")[-6000:]
@@ -349,6 +362,14 @@ def _processes(cgroup: Path) -> tuple[str, ...]:
                 continue  # ended meanwhile
             found.append(f"{pid} uid={uid} {cmdline.decode(errors='replace').strip()}")
     return tuple(found)
+
+
+def _remove_stale_cgroups(base: Path) -> None:
+    """Clean up the run cgroups of harnesses that died mid-run (their pid is gone)."""
+    for cgroup in base.glob("ptc-envsim-*-*"):
+        owner = cgroup.name.split("-")[2]
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            _kill_cgroup(cgroup)
 
 
 def _kill_cgroup(cgroup: Path) -> None:

@@ -250,3 +250,25 @@ def test_a_host_past_its_timeout_is_killed_with_everything_it_started(envsim: Ha
     line = next(x for x in str(caught.value).splitlines() if x.startswith("pids "))
     pids = [int(p) for p in line.split()[1:]]
     assert pids and not any(_alive(pid) for pid in pids)
+
+
+def test_a_run_cgroup_left_by_a_dead_harness_is_cleaned_up_by_the_next(envsim: Harness) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = envsim.cgroup_base / f"ptc-envsim-{gone.pid}-0"
+    stale.mkdir()
+    orphan = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    (stale / "cgroup.procs").write_text(str(orphan.pid))
+    try:
+        Harness(python=envsim.python, user=envsim.user)
+        assert orphan.wait(timeout=10) == -9
+        assert not stale.exists()
+    finally:
+        orphan.kill()
+        orphan.wait()
+
+
+@pytest.mark.parametrize("name", ["host.py", "tmp", "../x", ".stdout"])
+def test_files_must_be_plain_names_the_harness_leaves_free(envsim: Harness, name: str) -> None:
+    with pytest.raises(ValueError, match="not plain names"):
+        envsim.run("E1", "print('{}')", files={name: "x"})
