@@ -145,7 +145,8 @@ def from_json(data: Mapping[str, Any]) -> dict[Dimension, Enforcement]:
 
 
 def missing(containment: Containment, enforcement: Mapping[Dimension, Enforcement]) -> str | None:
-    """``None`` when every required dimension is ``full``; else a message for the caller."""
+    """``None`` when every required dimension is ``full``; else a message for the caller,
+    naming the relaxation both as ``Containment(require=...)`` and as ``--require``."""
     short = [d for d in DIMENSIONS if d in containment.require and enforcement[d].level != "full"]
     if not short:
         return None
@@ -155,8 +156,11 @@ def missing(containment: Containment, enforcement: Mapping[Dimension, Enforcemen
         for d in short
     ]
     without = ", ".join(repr(d) for d in short)
+    # One wording for both callers: a host's Python, and the `ptc` command (whose flag it is).
+    rest = ",".join(d for d in DIMENSIONS if d in containment.require and d not in short)
     return (
         "required containment is not available on this host: "
         + "; ".join(parts)
-        + f". To accept this, pass Containment(require=...) without {without}."
+        + f". To accept this, pass Containment(require=...) without {without}"
+        + f" (ptc run / ptc serve: --require {rest or 'none'})."
     )

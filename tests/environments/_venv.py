@@ -5,13 +5,13 @@ and never removed. The venv is made from the system interpreter (``/usr/bin/pyth
 default ``python3`` here lives under ``/root``, which other users cannot read) in a
 world-readable cache, ``/var/tmp/ptc-envsim`` (``PTC_ENVSIM_CACHE`` overrides it), and holds
 this worktree's project installed from a wheel built with ``pip wheel --no-deps``, plus the
-project's runtime dependencies, installed by root's pip (root's pip cache) and then made
-readable by all.
+project's runtime dependencies and its ``mcp`` extra, installed by root's pip (root's pip
+cache) and then made readable by all.
 
 Cache layout, every step under one lock (several worktrees may test at once):
 
-- ``deps-<digest>``: a venv with the runtime dependencies only, keyed by the interpreter and
-  the dependency list of ``pyproject.toml``; built once (about 12 s from a warm pip cache);
+- ``deps-<digest>``: a venv with the dependencies only, keyed by the interpreter and the
+  dependency lists of ``pyproject.toml``; built once (about 15 s from a warm pip cache);
 - ``ptc-<wheel digest>``: a hard-linked copy of it plus the project's wheel, keyed by the
   digest of the wheel's contents (names and bytes of its members, not the zip's timestamps);
   a copy costs about 2 s and no space for the dependencies;
@@ -45,6 +45,8 @@ USER_NAME = "ptc-envsim"
 PREFERRED_UID = 1001
 """A restricted Kubernetes pod's ``runAsUser`` in the reference table (E6)."""
 CACHE = Path(os.environ.get("PTC_ENVSIM_CACHE", "/var/tmp/ptc-envsim"))
+EXTRA = "mcp"
+"""The one extra installed too: ``ptc serve`` and the MCP client a host script may drive."""
 _MARK = ".ptc-envsim"
 _KEEP_DAYS = {"ptc": 2, "deps": 14}
 _SOURCES = ("pyproject.toml", "README.md", "ptc", "worker", "sdkgen")
@@ -120,7 +122,8 @@ def ensure_user() -> TestUser:
 
 def ensure_venv(work: Path) -> Path:
     """The interpreter of a venv with this worktree's project installed; ``work`` is scratch."""
-    requirements = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = [*project["dependencies"], *project["optional-dependencies"][EXTRA]]
     deps_key = _digest(json.dumps([SYSTEM_PYTHON, _python_version(), sorted(requirements)]))
     source_key = _source_digest()
     with _locked():

@@ -207,6 +207,7 @@ async def test_required_dimension_missing_fails_closed() -> None:
     assert out.kind == "sandbox-unavailable"
     assert "memory is partial" in out.detail
     assert "Containment(require=...) without 'memory'" in out.detail
+    assert "(ptc run / ptc serve: --require filesystem,network,processes,cpu)" in out.detail
     assert out.enforcement["memory"].level == "partial"
 
 
