@@ -237,7 +237,8 @@ def from_json(data: Mapping[str, Any]) -> dict[Dimension, Enforcement]:
 
 
 def missing(containment: Containment, enforcement: Mapping[Dimension, Enforcement]) -> str | None:
-    """``None`` when every required dimension is ``full``; else a message for the caller."""
+    """``None`` when every required dimension is ``full``; else a message for the caller,
+    naming the relaxation both as ``Containment(require=...)`` and as ``--require``."""
     short = [d for d in DIMENSIONS if d in containment.require and enforcement[d].level != "full"]
     if not short:
         return None
@@ -247,11 +248,12 @@ def missing(containment: Containment, enforcement: Mapping[Dimension, Enforcemen
         for d in short
     ]
     without = ", ".join(repr(d) for d in short)
-    keep = ",".join(d for d in DIMENSIONS if d in containment.require and d not in short)
+    # One wording for both callers: a host's Python, and the `ptc` command (whose flag it is).
+    rest = ",".join(d for d in DIMENSIONS if d in containment.require and d not in short)
     return (
         "required containment is not available on this host: "
         + "; ".join(parts)
         + ". docs/deployment.md says what the host can change. To accept this, pass "
-        + f"Containment(require=...) without {without} (the ptc command: --require "
-        + f"{keep or 'none'})."
+        + f"Containment(require=...) without {without}"
+        + f" (ptc run / ptc serve: --require {rest or 'none'})."
     )

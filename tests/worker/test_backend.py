@@ -208,6 +208,7 @@ async def test_required_dimension_missing_fails_closed() -> None:
     assert out.kind == "sandbox-unavailable"
     assert "processes is partial" in out.detail
     assert "Containment(require=...) without 'processes'" in out.detail
+    assert "(ptc run / ptc serve: --require filesystem,network,memory,cpu)" in out.detail
     assert out.enforcement["processes"].level == "partial"
 
 
