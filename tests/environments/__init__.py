@@ -14,6 +14,9 @@ E6       a restricted pod: the test user's uid (1001) without groups or capabili
          E4's seccomp, ``no_new_privs``, read-only cgroups
 ======== ==========================================================================
 
+``WITH_PTC_PROFILE`` (``E4+ptc``, ``E4d+ptc``, ``E6+ptc``) are the containers again with the
+seccomp rule ``docs/deployment.md`` recommends (read from that file), to test the guide.
+
 The host and everything it starts (zygote, keepers, children) inherit the environment, like
 a container's processes. The host runs with the interpreter of a venv made from the system
 Python with this worktree's project installed from a wheel (the same venv in every
@@ -54,6 +57,7 @@ from __future__ import annotations
 from tests.environments._envs import BY_NAME as BY_NAME
 from tests.environments._envs import DOCKER_CAPABILITIES as DOCKER_CAPABILITIES
 from tests.environments._envs import ENVIRONMENTS as ENVIRONMENTS
+from tests.environments._envs import WITH_PTC_PROFILE as WITH_PTC_PROFILE
 from tests.environments._envs import Environment as Environment
 from tests.environments._harness import Harness as Harness
 from tests.environments._harness import HostError as HostError

@@ -15,10 +15,12 @@ from typing import Literal
 Identity = Literal["root", "user", "pod"]
 """``root``: uid 0. ``user``: the test user with its groups (a laptop login). ``pod``: the test
 user's uid and gid with no supplementary groups (Kubernetes ``runAsUser``)."""
-Profile = Literal["none", "no-userns", "docker", "docker-old"]
+Profile = Literal["none", "no-userns", "docker", "docker-old", "docker-ptc"]
 """The seccomp filter loaded before ``exec``: ``no-userns`` refuses only ``CLONE_NEWUSER``;
 ``docker`` is what Docker's and containerd's default profiles refuse to a container without
-CAP_SYS_ADMIN; ``docker-old`` also refuses Landlock, as profiles before Docker 23 did."""
+CAP_SYS_ADMIN; ``docker-old`` also refuses Landlock, as profiles before Docker 23 did;
+``docker-ptc`` is ``docker`` with the rule ``docs/deployment.md`` adds (read from there, so
+the documented rule is the one tested)."""
 
 DOCKER_CAPABILITIES: tuple[str, ...] = (
     "chown",
@@ -106,6 +108,39 @@ _ENVIRONMENTS = (
     ),
 )
 
+_WITH_PTC_PROFILE = (
+    Environment(
+        "E4+ptc",
+        "E4 with ptc's seccomp rule (docs/deployment.md)",
+        "root",
+        DOCKER_CAPABILITIES,
+        "docker-ptc",
+        True,
+        True,
+    ),
+    Environment(
+        "E4d+ptc",
+        "E4d with ptc's seccomp rule (docs/deployment.md)",
+        "root",
+        (),
+        "docker-ptc",
+        True,
+        True,
+    ),
+    Environment(
+        "E6+ptc",
+        "E6 with ptc's seccomp rule as a Localhost profile (docs/deployment.md)",
+        "pod",
+        (),
+        "docker-ptc",
+        True,
+        True,
+    ),
+)
+
 ENVIRONMENTS: tuple[str, ...] = tuple(e.name for e in _ENVIRONMENTS)
 """Every environment's name, in order: parametrize containment tests over it."""
-BY_NAME: dict[str, Environment] = {e.name: e for e in _ENVIRONMENTS}
+WITH_PTC_PROFILE: tuple[str, ...] = tuple(e.name for e in _WITH_PTC_PROFILE)
+"""The containers again, with the seccomp rule ``docs/deployment.md`` gives to lift them to
+E1's level (not reference environments: the settings a deployment guide recommends)."""
+BY_NAME: dict[str, Environment] = {e.name: e for e in (*_ENVIRONMENTS, *_WITH_PTC_PROFILE)}
