@@ -111,6 +111,11 @@ def _gate_step(facts: dict[str, Any], gate_fd: int) -> None:
         if not facts.get("seccomp"):
             facts["scratch_gate_error"] = "no seccomp"
             return
+        if not facts.get("landlock_abi"):
+            # The keeper reads this child's /proc to decide, which needs it dumpable, which
+            # is safe only while Landlock keeps other programs from that /proc.
+            facts["scratch_gate_error"] = "no Landlock"
+            return
         try:
             listener = _seccomp.install_write_gate()
         except OSError as exc:

@@ -160,8 +160,8 @@ class ExitReport(_Line):
 @dataclass(frozen=True, kw_only=True)
 class LimitsRequest(_Line):
     """The host's one request: the run's CPU seconds, memory and scratch quota, and the
-    RLIMIT_DATA it chose (the memory itself without a memory cgroup; a backstop above it
-    with one, so the cgroup's own OOM kill comes first, as it does for everything else)."""
+    RLIMIT_DATA it chose (the memory itself without a memory cgroup; a backstop 1 GiB above
+    it with one, so the cgroup's own OOM kill comes first, as before)."""
 
     cpu_seconds: float
     memory_mib: int

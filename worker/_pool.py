@@ -244,9 +244,9 @@ class ChildPool:
                 cpu_seconds=key.cpu_seconds,
                 memory_mib=key.memory_mib,
                 scratch_mib=key.scratch_mib,
-                # Under a cgroup limit a margin above it: the OOM kill stays what ends a
-                # run at its memory limit (MemoryError from deep recursion unwinds slowly).
-                data_mib=key.memory_mib + key.memory_mib // 4 if capped else key.memory_mib,
+                # Under a cgroup limit a backstop as far above it as RLIMIT_AS: the OOM kill
+                # stays what ends a run at its memory limit, as before.
+                data_mib=key.memory_mib + 1024 if capped else key.memory_mib,
             )
         )
         if self.containment.rlimits and not ack.applied:

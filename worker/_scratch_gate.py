@@ -115,8 +115,10 @@ class WriteGate:
         fd = args[_TARGET_ARG.get(name, 0)] & 0xFFFFFFFF
         try:
             st = os.stat(f"/proc/{tid}/fd/{fd}")
-        except OSError:
+        except (FileNotFoundError, NotADirectoryError):
             return 0  # not an open fd: the call fails by itself
+        except OSError:  # cannot see it: it may be a scratch file, as large as it may grow
+            return self.cap + _BLOCK
         if not stat.S_ISREG(st.st_mode) or st.st_dev != quota.dev:
             return 0
         size = st.st_size

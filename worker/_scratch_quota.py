@@ -59,6 +59,15 @@ def _taken(st: os.stat_result) -> int:
     return int(st.st_blocks) * 512
 
 
+def _writable(fdinfo: str) -> bool:
+    """Whether the fd whose ``/proc/<pid>/fdinfo`` entry this is was opened for writing."""
+    with open(fdinfo, encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("flags:"):
+                return int(line.split()[1], 8) & os.O_ACCMODE != os.O_RDONLY
+    return False
+
+
 class ScratchQuota:
     """Watches one scratch dir for one child; :meth:`check` after its fd is readable.
 
@@ -243,7 +252,9 @@ class ScratchQuota:
             self.total -= self._taken.pop(ino, 0)
 
     def _open_files(self) -> dict[int, int]:
-        """Inode -> bytes taken, for the child's open regular files in the scratch fs."""
+        """Inode -> bytes taken, for the child's open files of the scratch dir: those it
+        named once, and those open for writing (where it may write is the scratch dir: a
+        file it only reads may be any file of the same filesystem, the interpreter's)."""
         found: dict[int, int] = {}
         base = f"/proc/{self._child}/fd"
         try:
@@ -251,9 +262,11 @@ class ScratchQuota:
         except OSError:
             return found
         for fd in fds:
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, ValueError, KeyError):
                 st = os.stat(f"{base}/{fd}")
-                if st.st_dev == self._dev and stat.S_ISREG(st.st_mode):
+                if st.st_dev != self._dev or not stat.S_ISREG(st.st_mode):
+                    continue
+                if st.st_ino in self._taken or _writable(f"/proc/{self._child}/fdinfo/{fd}"):
                     found[st.st_ino] = _taken(st)
         return found
 

@@ -293,3 +293,19 @@ async def test_the_write_gate_is_a_hard_quota_without_a_tmpfs() -> None:
     assert "no threads" in fs.gap
     assert threads.value == "can't start new thread"
     assert "thread deny" in threads.enforcement["processes"].mechanism
+
+
+async def test_files_the_program_only_reads_do_not_count_against_its_quota() -> None:
+    # The interpreter's largest file (libpython, 20+ MiB here) is on the same filesystem as
+    # the scratch dir: held open, it is still not the program's to count.
+    code = (
+        "import glob, os, sys\n"
+        "path = max(glob.glob(sys.base_prefix + '/lib/**', recursive=True), key=os.path.getsize)\n"
+        "held = open(path, 'rb')\n"
+        "with open('f', 'wb') as f:\n    for _ in range(30):\n        f.write(b'x' * (1 << 20))\n"
+        "return [os.path.getsize(path) > (8 << 20), len(held.read(16))]"
+    )
+    limits = Limits(wall_seconds=20, memory_mib=256, scratch_mib=32)
+    async with SubprocessBackend(STRICT) as b:
+        out = await run(b, code, limits)
+    assert out.value == [True, 16], out.detail

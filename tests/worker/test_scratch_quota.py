@@ -53,6 +53,14 @@ def _step(op: str, *args: Any) -> Any:
 _held: list[int] = []
 
 
+def _only_fds(*keep: int) -> None:
+    low = 3
+    for fd in sorted(keep):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 1 << 16)
+
+
 class Writer:
     """A forked process in ``folder`` that takes one step per :meth:`take`."""
 
@@ -68,6 +76,7 @@ class Writer:
     def _serve(self, folder: str) -> None:
         os.close(self._to_w)
         os.close(self._from_r)
+        _only_fds(self._to_r, self._from_w)  # like a child: none of the test runner's files
         os.chdir(folder)
         # What the child applies itself in keeper-quota mode: one file stays within quota.
         resource.setrlimit(resource.RLIMIT_FSIZE, (LIMIT, LIMIT))
