@@ -101,7 +101,11 @@ class WorkerBackend(ABC):
         """Stop and reap every process this backend started. Idempotent."""
 
     async def __aenter__(self) -> Self:
-        await self.start()
+        try:
+            await self.start()
+        except BaseException:  # nothing it started may outlive a failed start
+            await self.aclose()
+            raise
         return self
 
     async def __aexit__(
