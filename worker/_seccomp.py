@@ -13,9 +13,9 @@ message queues, POSIX message queues, shared anonymous ``mmap``, larger pipe buf
 syscall from a foreign arch kills the process (libseccomp's default bad-arch action).
 
 The per-child filter (:func:`signal_filter`, a few classic BPF instructions built without
-libseccomp, once in the zygote: a child patches its pid in) allows ``kill``, ``tgkill``, ``rt_sigqueueinfo``,
-``rt_tgsigqueueinfo`` and ``pidfd_open`` only with the child's own pid as their first
-argument, compared on all 64 bits (the kernel reads 32: a value with high bits set is
+libseccomp, once in the zygote: a child patches its pid in) allows ``kill``, ``tgkill``,
+``rt_sigqueueinfo``, ``rt_tgsigqueueinfo`` and ``pidfd_open`` only with the child's own pid
+as their first argument, compared on all 64 bits (the kernel reads 32: a value with high bits set is
 refused, never truncated to another pid); 0, -1 and negative pids (process groups, every
 process) are refused. Without a pid namespace or Landlock's signal scope (ABI 6), this is
 what keeps a program from signalling the host's processes of its uid.
