@@ -232,3 +232,17 @@ def test_done_frames() -> None:
         "kind": "syntax",
         "detail": "bad",
     }
+
+
+def test_where_no_thread_can_start_the_program_runs_on_the_callers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The keeper's write gate refuses clone: the program still runs, on this thread.
+    import _thread
+
+    def refused(*args: Any) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(_thread, "start_new_thread", refused)
+    assert run("import threading\nthreading.current_thread() is threading.main_thread()").ok
+    assert run("x = 2\nx * 21").value == 42

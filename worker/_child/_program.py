@@ -4,7 +4,9 @@ A top-level ``return v`` ends it with ``v``; otherwise the value of a trailing e
 statement; otherwise ``None`` (``_source`` compiles it so). The module runs in a thread of
 its own, started for it: its frames are the first on that thread's stack, as a script's
 are (``sys.setrecursionlimit(10)`` works, a recursion fails where CPython's does, whoever
-called :func:`run_program`); a program that awaits at top level runs in ``asyncio.run``.
+called :func:`run_program`); where no thread can be started (the containment's write gate
+refuses ``clone``), on the caller's. A program that awaits at top level runs in
+``asyncio.run``.
 Exceptions become the traceback of the program's own frames, with the user's line
 numbers. Failures are data, never raised.
 
@@ -128,7 +130,13 @@ def _run_module(
             sys.setrecursionlimit(limit)
             ended.release()
 
-    _thread.start_new_thread(contextvars.copy_context().run, (main,))
+    try:
+        _thread.start_new_thread(contextvars.copy_context().run, (main,))
+    except RuntimeError:
+        # Where the containment refuses new threads (the keeper's write gate, a host
+        # without a tmpfs for the scratch quota), the program runs on this thread, a few
+        # frames deeper than a script's.
+        main()
     ended.acquire()
     return box[0] if box else ProgramResult.failure("exception", "the program's thread died")
 
