@@ -27,6 +27,8 @@ from ._types import CallReply as CallReply
 from ._types import CallRequest as CallRequest
 from ._types import Containment as Containment
 from ._types import Dimension as Dimension
+from ._messages import HOST_OPERATION_MARK as HOST_OPERATION_MARK
+from ._messages import HOST_OPERATIONS as HOST_OPERATIONS
 from ._types import Enforcement as Enforcement
 from ._types import FailureKind as FailureKind
 from ._types import Limits as Limits
@@ -39,6 +41,8 @@ from ._types import RunStats as RunStats
 __all__ = (
     "DIMENSIONS",
     "FAILURE_KINDS",
+    "HOST_OPERATIONS",
+    "HOST_OPERATION_MARK",
     "MAX_PROGRAM_BYTES",
     "CallBatch",
     "CallHandler",
