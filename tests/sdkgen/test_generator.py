@@ -27,7 +27,8 @@ def _no_generation(*args: Any, **kwargs: Any) -> Any:
 
 def _signatures(source: str) -> dict[str, str]:
     """``ident -> def line`` of every ``@_tool`` function (in ``class tools`` in the stub, at
-    module level in the worker module), body and decorator removed."""
+    module level in the worker module), body, decorator and annotations removed (the module
+    has none: they would never be evaluated)."""
     tree = ast.parse(source)
     cls = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "tools"]
     out = {}
@@ -35,7 +36,10 @@ def _signatures(source: str) -> dict[str, str]:
         if isinstance(fn, ast.FunctionDef) and [ast.unparse(d) for d in fn.decorator_list] == [
             "_tool"
         ]:
-            fn.body, fn.decorator_list = [ast.Pass()], []
+            fn.body, fn.decorator_list, fn.returns = [ast.Pass()], [], None
+            for arg in (*fn.args.kwonlyargs, *fn.args.args, fn.args.kwarg, fn.args.vararg):
+                if arg is not None:
+                    arg.annotation = None
             out[fn.name] = ast.unparse(fn)
     return out
 
