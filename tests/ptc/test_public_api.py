@@ -24,6 +24,8 @@ EXPECTED = [
     "ContentBlock",
     "DefinitionError",
     "Deny",
+    "Discovery",
+    "DiscoveryMode",
     "DispatchLogEntry",
     "DispatchLogListener",
     "Disposer",
