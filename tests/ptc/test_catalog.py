@@ -17,8 +17,9 @@ import ptc
 import sdkgen
 from ptc._catalog import Catalog, estimate_tokens, ident_words, summary
 from ptc._sdks import tool_spec
-from ptc._tools import compact_json_render
+from ptc._tools import NAME_PATTERN, compact_json_render
 from tests._typing import data
+from worker import HOST_OPERATION_MARK, HOST_OPERATIONS
 from worker.testing import FakeBackend
 
 pytestmark = pytest.mark.anyio
@@ -340,3 +341,8 @@ def test_the_estimate_grows_with_the_catalog_and_is_about_a_quarter_of_the_chars
     assert 100 < one < five
     text = json.dumps([d.description for d in CATALOG])
     assert five > len(text) // 4
+
+
+def test_no_tool_name_can_be_a_host_operation() -> None:
+    for name in HOST_OPERATIONS:
+        assert HOST_OPERATION_MARK in name and not NAME_PATTERN.match(name)
