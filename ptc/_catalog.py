@@ -71,14 +71,32 @@ def estimate_tokens(text_chars: int, definitions: Sequence[ToolDefinition]) -> i
     """An estimate of the o200k tokens of ``run_code``'s description when it embeds the stub
     of every tool in ``definitions`` (``text_chars``: the length of the rest), made from the
     definitions alone, so the choice it drives never depends on what is cached."""
-    chars = text_chars
-    for definition in definitions:
-        chars += len(definition.name) + len(definition.description) + 24
-        properties = definition.input_schema.get("properties")
-        if isinstance(properties, dict):
-            for key, schema in properties.items():
-                chars += 2 * len(key) + 16 + _schema_chars(schema)
+    chars = text_chars + sum(map(_stub_chars, definitions))
     return -(-chars // CHARS_PER_TOKEN)
+
+
+_STUB_CHARS: dict[int, tuple[ToolDefinition, int]] = {}
+_STUB_CHARS_LOCK = threading.Lock()
+_STUB_CHARS_ENTRIES = 20_000
+
+
+def _stub_chars(definition: ToolDefinition) -> int:
+    """About how many characters one tool's stub takes (cached per definition: they are
+    immutable, and the entry keeps the definition, so its id is not reused meanwhile)."""
+    with _STUB_CHARS_LOCK:
+        hit = _STUB_CHARS.get(id(definition))
+    if hit is not None and hit[0] is definition:
+        return hit[1]
+    chars = len(definition.name) + len(definition.description) + 24
+    properties = definition.input_schema.get("properties")
+    if isinstance(properties, dict):
+        for key, schema in properties.items():
+            chars += 2 * len(key) + 16 + _schema_chars(schema)
+    with _STUB_CHARS_LOCK:
+        _STUB_CHARS[id(definition)] = (definition, chars)
+        while len(_STUB_CHARS) > _STUB_CHARS_ENTRIES:
+            del _STUB_CHARS[next(iter(_STUB_CHARS))]
+    return chars
 
 
 def _schema_chars(schema: object) -> int:

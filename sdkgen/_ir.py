@@ -91,17 +91,21 @@ def plain_params(schema: Mapping[str, Any]) -> tuple[tuple[str, bool], ...] | No
 
 def needs_fragment(spec: ToolSpec) -> bool:
     """Whether the tool's parameters can only be read from its type fragment."""
-    return plain_params(modern(spec.input_schema)) is None
+    return plain_params(spec.input_schema) is None
 
 
 def tool_ir(spec: ToolSpec, ident: str, fragment: TypeFragment | None) -> ToolIR:
     """Combine a spec, its identifier and its type fragment into the intermediate form.
 
     ``fragment`` may be ``None`` when :func:`needs_fragment` is false: the result is then
-    untyped (enough for the worker module and the bindings, not for a stub)."""
-    schema = modern(spec.input_schema)  # constraints in their 2020-12 forms
-    props = schema.get("properties")
-    props = props if isinstance(props, Mapping) else {}
+    untyped (enough for the worker module and the bindings, not for a stub: no
+    annotations, no parameter docs). The parameters and openness are read from the
+    schema's root, which older drafts spell the same way."""
+    schema = spec.input_schema
+    props: Mapping[str, Any] = {}
+    if fragment is not None:
+        modern_props = modern(schema).get("properties")  # constraints in 2020-12 forms
+        props = modern_props if isinstance(modern_props, Mapping) else {}
     plain = plain_params(schema)
     annotations = {key: annotation for key, annotation, _ in fragment.params} if fragment else {}
     if plain is not None:
