@@ -6,11 +6,13 @@ stubs: each tool's name, identifier and one-line summary, and a full-text index 
 BM25 over the identifier's parts (``get_weatherV2`` -> ``get weather v 2``), the
 description and the parameter names.
 
-The ranking is SQLite's FTS5 (``bm25()``, Porter stemming) through the standard library's
-``sqlite3``: measured on the BFCL sample (``benchmarks/catalog_bench.py``) it ranks as well
-as ``bm25s`` and better than ``rank-bm25`` (a query of three content words of a tool's
-description finds it in the top 5 for 92% of tools), builds an index of 1,000 tools in a
-few milliseconds, and costs no import and no dependency. The index is built on first use
+The ranking is SQLite's FTS5 (``bm25()`` over the three columns, equally weighted; each
+query word matches as a prefix, so ``forecast`` finds ``forecasts``) through the standard
+library's ``sqlite3``: measured on the BFCL sample (``benchmarks/catalog_bench.py``) a
+query of three content words of a tool's description finds it in the top 5 for 92% of
+tools, as ``rank-bm25`` does and a little better than ``bm25s`` with a stemmer (Porter
+stemming scored lower here too), while the index of 1,000 tools builds in a few
+milliseconds and costs no import and no dependency. The index is built on first use
 (off the event loop: the callers run it in a thread) and kept until the catalog is dropped.
 """
 
@@ -180,16 +182,17 @@ class Catalog:
     ) -> list[CatalogEntry]:
         """The tools that best match ``query`` (BM25, best first), at most ``limit``;
         ``visible``: only these names (tools hidden since the catalog was made)."""
-        words = [w.lower() for w in _QUERY_WORD.findall(query)]
+        # Split as identifiers are (`get_weatherV2` -> get weather v 2); other scripts as is.
+        words = [w for t in _QUERY_WORD.findall(query) for w in ident_words(t) or [t.lower()]]
         if not words or limit < 1:
             return []
-        expression = " OR ".join('"' + w.replace('"', '""') + '"' for w in dict.fromkeys(words))
+        expression = " OR ".join('"' + w.replace('"', '""') + '"*' for w in dict.fromkeys(words))
         with self._lock:
             index = self._built()
             # Column weights: the identifier's words count double; the name column is
             # stored only (weight 0).
             rows = index.execute(
-                "SELECT name FROM tools WHERE tools MATCH ? ORDER BY bm25(tools, 0, 2, 1, 1), "
+                "SELECT name FROM tools WHERE tools MATCH ? ORDER BY bm25(tools, 0, 1, 1, 1), "
                 "name LIMIT ?",
                 (expression, limit + (len(self._entries) if visible is not None else 0)),
             ).fetchall()
@@ -204,7 +207,7 @@ class Catalog:
                 index = sqlite3.connect(":memory:", check_same_thread=False)
                 index.execute(
                     "CREATE VIRTUAL TABLE tools USING fts5(name UNINDEXED, ident, description, "
-                    "params, tokenize='porter unicode61')"
+                    "params, tokenize='unicode61')"
                 )
             except sqlite3.OperationalError as exc:
                 raise SearchUnavailable(
