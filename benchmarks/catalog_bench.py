@@ -45,8 +45,23 @@ def _encoding() -> Any:
     return bpe_openai.get_encoding("o200k_base")
 
 
+_CHUNK_CHARS = 20_000
+
+
 def _tokens(encoding: Any, value: Any) -> int:
-    return len(encoding.encode(json.dumps(value, ensure_ascii=False)))
+    """The o200k tokens of ``value`` as compact JSON. ``bpe-openai`` refuses very long
+    inputs, so the text is encoded in pieces cut after a ``\\n`` escape or a ``, `` (the
+    pre-tokenizer splits there too, so the sum matches one encoding to within a few)."""
+    text = json.dumps(value, ensure_ascii=False)
+    total, start = 0, 0
+    while start < len(text):
+        end = min(start + _CHUNK_CHARS, len(text))
+        if end < len(text):
+            cut = max(text.rfind("\\n", start, end), text.rfind(", ", start, end))
+            end = cut + 2 if cut > start else end
+        total += len(encoding.encode(text[start:end]))
+        start = end
+    return total
 
 
 # -- tokens -----------------------------------------------------------------------------------

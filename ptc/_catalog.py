@@ -19,6 +19,7 @@ milliseconds and costs no import and no dependency. The index is built on first 
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import sqlite3
 import threading
@@ -40,9 +41,9 @@ __all__ = (
 )
 
 SUMMARY_CHARS = 160
-# The model-facing text's estimate: ~4 characters per o200k token for English prose and
+# The model-facing text's estimate: ~3.7 characters per o200k token for English prose and
 # Python stubs alike (benchmarks/catalog_bench.py compares it with the real count).
-CHARS_PER_TOKEN = 4
+CHARS_PER_TOKEN = 3.7
 _WORD = re.compile(r"[A-Za-z]+|[0-9]+")
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])|([A-Z]+)([A-Z][a-z])")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
@@ -74,7 +75,7 @@ def estimate_tokens(text_chars: int, definitions: Sequence[ToolDefinition]) -> i
     of every tool in ``definitions`` (``text_chars``: the length of the rest), made from the
     definitions alone, so the choice it drives never depends on what is cached."""
     chars = text_chars + sum(map(_stub_chars, definitions))
-    return -(-chars // CHARS_PER_TOKEN)
+    return math.ceil(chars / CHARS_PER_TOKEN)
 
 
 _STUB_CHARS: dict[int, tuple[ToolDefinition, int]] = {}
