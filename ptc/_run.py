@@ -158,18 +158,20 @@ class ProgramRun:
         Settled: unstarted calls are abandoned; started ones finish within the wall clock,
         or get only the grace when the run was aborted. Suspended: the signal fires only
         after the drain, so started calls finish (they are recorded, never run twice).
-        ``cancelled`` (``run_code`` was cancelled, or a host bug): the calls see their
-        signal fire *before* they are cancelled, then get the grace, then are abandoned."""
+        ``cancelled`` (``run_code``'s task was cancelled, or a host bug): as aborted, the
+        calls see their signal fire and get the grace to end by it (their results are
+        emitted as ``ABORTED``, a pending ask's as ``ASK_CANCELLED``) before they are
+        cancelled."""
         calls = self._calls
         suspended = self.halt.cancelled
         try:
             if cancelled or not suspended:
                 self.lifetime.cancel("run_code cancelled" if cancelled else "run_code settled")
             calls.close()
-            if cancelled:
-                calls.cancel()
-            ended_early = cancelled or (self._abort.is_set() and not suspended)
-            await self._drain(time.monotonic() if ended_early else self.deadline)
+            until = self.deadline
+            if cancelled or (self._abort.is_set() and not suspended):
+                until = min(until, time.monotonic() + DRAIN_GRACE_S)
+            await self._drain(until)
         finally:
             self.lifetime.cancel("run_code settled")
             self._detach()
