@@ -269,7 +269,9 @@ def _rank_bm25_ranker(functions: list[dict[str, Any]]) -> tuple[Ranker, dict[str
 def measure_search() -> dict[str, Any]:
     functions = _bfcl.functions()
     names = [f["name"] for f in functions]
-    rankers: dict[str, tuple[Ranker, dict[str, float]]] = {"ptc (SQLite FTS5)": _ptc_ranker(functions)}
+    rankers: dict[str, tuple[Ranker, dict[str, float]]] = {
+        "ptc (SQLite FTS5)": _ptc_ranker(functions)
+    }
     for label, make in (("bm25s + PyStemmer", _bm25s_ranker), ("rank-bm25", _rank_bm25_ranker)):
         made = make(functions)
         if made is not None:

@@ -32,7 +32,6 @@ from worker import (
     CallRequest,
     Containment,
     Limits,
-    Profile,
     RunRequest,
     SubprocessBackend,
     WorkerBackend,
@@ -41,10 +40,10 @@ from worker import (
 )
 
 from ._body import BodyFailure
+from ._catalog import Catalog, CatalogEntry, estimate_tokens
 from ._decisions import ApprovalAnswer
 from ._errors import ClosedError, UsageError
 from ._json import JSON, FrozenDict
-from ._catalog import Catalog, CatalogEntry, estimate_tokens
 from ._layers import Mode
 from ._preflight import PreflightError, check_program
 from ._prompt import (
@@ -419,10 +418,10 @@ class CodeMode:
             started=started,
             host_operations=_CatalogOperations(self, scope, definitions, sdk, request),
         )
-        request = RunRequest(code=code, sdk_module=sdk.module, profile=profile, limits=limits)
+        run_request = RunRequest(code=code, sdk_module=sdk.module, profile=profile, limits=limits)
         self._runs.add(run)
         try:
-            return await run.execute(self.backend(), request)
+            return await run.execute(self.backend(), run_request)
         except RunSuspended as suspended:
             description = arguments.get("description")
             raise await self._suspend(

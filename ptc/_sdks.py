@@ -103,7 +103,9 @@ class SdkBuilder:
     def key(definitions: Sequence[ToolDefinition], request: SdkRequest) -> SdkKey:
         return (tuple(map(id, definitions)), request)
 
-    def ready(self, definitions: Sequence[ToolDefinition], request: SdkRequest) -> sdkgen.Sdk | None:
+    def ready(
+        self, definitions: Sequence[ToolDefinition], request: SdkRequest
+    ) -> sdkgen.Sdk | None:
         """The SDK if it is built (never waits)."""
         with self._lock:
             entry = self._builds.get(self.key(definitions, request))
@@ -111,7 +113,9 @@ class SdkBuilder:
             return None
         return entry[1].result()
 
-    def submit(self, definitions: Sequence[ToolDefinition], request: SdkRequest) -> Future[sdkgen.Sdk]:
+    def submit(
+        self, definitions: Sequence[ToolDefinition], request: SdkRequest
+    ) -> Future[sdkgen.Sdk]:
         """Schedule a build on the background thread (or share the one in flight or done)."""
         definitions = tuple(definitions)
         with self._lock:
@@ -191,7 +195,10 @@ class SdkBuilder:
         self._generator.close()  # the fragment helper process, if it was started
 
     def _run(
-        self, future: Future[sdkgen.Sdk], definitions: tuple[ToolDefinition, ...], request: SdkRequest
+        self,
+        future: Future[sdkgen.Sdk],
+        definitions: tuple[ToolDefinition, ...],
+        request: SdkRequest,
     ) -> None:
         if not future.set_running_or_notify_cancel():
             return

@@ -9,9 +9,9 @@ disk cache the host reads.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 

@@ -7,8 +7,8 @@ in a thread of the host it stalls the host's event loop for tens of milliseconds
 request on the helper's stdin (the specs and their type prefixes), one JSON line back with
 their fragments, which the host checks like a disk-cache entry (:mod:`._fragment_check`)
 before it uses them. The helper keeps its own fragment cache and writes the disk cache the
-host reads, so a later (or restarted) host finds them there. The helper lives until :meth:`FragmentProcess.close`
-or until its stdin closes (the host went away).
+host reads, so a later (or restarted) host finds them there. The helper lives until
+:meth:`FragmentProcess.close` or until its stdin closes (the host went away).
 
 Started as ``<python> -I -c <boot> <root> [<cache dir>]`` with an empty environment;
 ``<root>`` is the directory holding ``sdkgen`` (for an uninstalled checkout; an installed

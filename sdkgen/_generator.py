@@ -156,7 +156,9 @@ class SdkGenerator:
         # clash the later tool's type names are renamed (Search -> Search2) without
         # regenerating.
         typed = [spec.name in shown or needs_fragment(spec) for spec in specs]
-        wanted = [(spec, _base_prefix(spec.name)) for spec, t in zip(specs, typed, strict=True) if t]
+        wanted = [
+            (spec, _base_prefix(spec.name)) for spec, t in zip(specs, typed, strict=True) if t
+        ]
         fragments = iter(self._fragments_of(wanted))
         reserved = _RESERVED_TYPE_NAMES | set(idents)
         used: set[str] = set()

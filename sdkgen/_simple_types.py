@@ -108,7 +108,8 @@ def _annotation(schema: object, depth: int = 0) -> str | None:
         return "Any"
     if "enum" in schema:
         return _literal(schema["enum"], kind) if keys <= {"enum", "type"} else None
-    if keys != {"type"} and not keys <= _CONTAINER_KEYS.get(kind, frozenset()):  # type: ignore[call-overload]
+    allowed = _CONTAINER_KEYS.get(kind, frozenset()) if isinstance(kind, str) else frozenset()
+    if keys != {"type"} and not keys <= allowed:
         return None
     if isinstance(kind, str) and kind in _SCALARS:
         return _SCALARS[kind]
@@ -141,7 +142,7 @@ def _literal(values: object, kind: object) -> str | None:
         pass
     else:
         return None
-    elements = [ast.Constant(value=v) for v in values]
+    elements: list[ast.expr] = [ast.Constant(value=v) for v in values]
     target: ast.expr = elements[0] if len(elements) == 1 else ast.Tuple(elts=elements)
     return ast.unparse(ast.Subscript(value=ast.Name(id="Literal"), slice=target))
 

@@ -17,6 +17,8 @@ from ._child._source import parse_program as parse_program
 from ._child._source import program_size_problem as program_size_problem
 from ._errors import ProtocolError as ProtocolError
 from ._errors import WorkerError as WorkerError
+from ._messages import HOST_OPERATION_MARK as HOST_OPERATION_MARK
+from ._messages import HOST_OPERATIONS as HOST_OPERATIONS
 from ._output import OutputCapture as OutputCapture
 from ._timing import TimingHook as TimingHook
 from ._timing import set_timing_hook as set_timing_hook
@@ -27,8 +29,6 @@ from ._types import CallReply as CallReply
 from ._types import CallRequest as CallRequest
 from ._types import Containment as Containment
 from ._types import Dimension as Dimension
-from ._messages import HOST_OPERATION_MARK as HOST_OPERATION_MARK
-from ._messages import HOST_OPERATIONS as HOST_OPERATIONS
 from ._types import Enforcement as Enforcement
 from ._types import FailureKind as FailureKind
 from ._types import Limits as Limits

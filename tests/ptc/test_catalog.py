@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,7 +33,10 @@ def tool(name: str, description: str, **properties: Any) -> ptc.ToolDefinition:
     async def execute(arguments: Any, context: ptc.ToolContext) -> Any:
         return {"tool": context.execution.name, **dict(arguments)}
 
-    schema = {"type": "object", "properties": {k: {"type": v} for k, v in properties.items()}}
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {k: {"type": v} for k, v in properties.items()},
+    }
     return ptc.define_tool(
         name=name,
         description=description,
@@ -212,8 +215,9 @@ async def test_host_operations_never_pass_the_pipeline(rt: ptc.ToolRuntime) -> N
     )
     assert value(result) == "get-weather"
     assert seen == ["run_code", "get-weather"]
-    assert [e["name"] for e in result.meta["dispatch_log"]] == ["get-weather"]
-    assert result.meta["dispatch_log"][0]["sub_call_id"].endswith(":ptc:1")
+    log: Any = result.meta["dispatch_log"]
+    assert [e["name"] for e in log] == ["get-weather"]
+    assert log[0]["sub_call_id"].endswith(":ptc:1")
 
 
 async def test_host_operations_never_see_hidden_tools(rt: ptc.ToolRuntime) -> None:

@@ -343,11 +343,14 @@ def test_an_unknown_name_among_many_lists_at_most_ten_then_points_at_search() ->
     assert problem is not None
     close = problem.detail.split("close: ", 1)[1].split(";", 1)[0].split(", ")
     assert 1 <= len(close) <= 10 and all(c.startswith("tools.tool_") for c in close)
-    assert problem.detail.endswith(f"; {3000 - len(close)} more: use catalog.search('what it does')")
+    more = 3000 - len(close)
+    assert problem.detail.endswith(f"; {more} more: use catalog.search('what it does')")
     assert len(problem.detail) < 400
 
 
 def test_an_unknown_name_like_nothing_says_how_many_tools_there_are() -> None:
     problem = check("return tools.zzz()", many_tools(50))
     assert problem is not None
-    assert problem.detail == "line 1: tools.zzz does not exist; 50 tools: use catalog.search('what it does')"
+    assert problem.detail == (
+        "line 1: tools.zzz does not exist; 50 tools: use catalog.search('what it does')"
+    )
