@@ -188,6 +188,8 @@ class Catalog:
         if not words or limit < 1:
             return []
         expression = " OR ".join('"' + w.replace('"', '""') + '"*' for w in dict.fromkeys(words))
+        # Hidden tools are filtered after ranking: fetch enough rows to fill `limit` anyway.
+        hidden = 0 if visible is None else sum(1 for n in self._entries if n not in visible)
         with self._lock:
             index = self._built()
             # Column weights: the identifier's words count double; the name column is
@@ -195,7 +197,7 @@ class Catalog:
             rows = index.execute(
                 "SELECT name FROM tools WHERE tools MATCH ? ORDER BY bm25(tools, 0, 1, 1, 1), "
                 "name LIMIT ?",
-                (expression, limit + (len(self._entries) if visible is not None else 0)),
+                (expression, limit + hidden),
             ).fetchall()
         hits = [self._entries[row[0]] for row in rows]
         if visible is not None:

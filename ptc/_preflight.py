@@ -223,7 +223,7 @@ def _check_arguments(binding: ToolBinding, call: ast.Call) -> str | None:
     for kw in call.keywords:
         if kw.arg is None or kw.arg in valid:
             continue
-        close = _close_parameter(kw.arg, valid)
+        close = near_miss(kw.arg, valid)
         if close is not None:
             # Even an open schema: a near miss would be sent as an extra key and ignored.
             return (
@@ -261,7 +261,7 @@ def _with_keywords(binding: ToolBinding, call: ast.Call) -> str:
     return f"tools.{binding.ident}({', '.join(parts)})"
 
 
-def _close_parameter(word: str, valid: tuple[str, ...]) -> str | None:
+def near_miss(word: str, valid: tuple[str, ...]) -> str | None:
     """A declared parameter ``word`` is a near miss of: the same letters up to case and
     underscores (``startDate`` / ``start_date``), a plural, or a close spelling."""
     norm = _normalise(word)

@@ -30,6 +30,7 @@ from mypy import api as mypy_api
 
 import ptc
 import sdkgen
+from ptc._preflight import near_miss
 from ptc._tools import compact_json_render
 from tests._typing import data
 from worker.testing import FakeBackend
@@ -379,12 +380,20 @@ def _exact(a: Any, b: Any) -> bool:
 def _call_source(binding: sdkgen.ToolBinding, kwargs: dict[str, Any]) -> str:
     """``tools.<ident>(<param>=<value>, ...)`` as a program would write it: declared keys by
     their parameter names, other keys (an open input) as keywords, or ``**{...}`` when a key
-    is no identifier."""
+    is no identifier or a near miss of a parameter (the data set's own ``mention=`` for a
+    declared ``mentions``, which pre-flight refuses as a likely typo when written out)."""
     idents = {p.key: p.ident for p in binding.params}
     taken = set(idents.values())
     named = [f"{idents[k]}={v!r}" for k, v in kwargs.items() if k in idents]
     extra = {k: v for k, v in kwargs.items() if k not in idents}
-    plain = {k for k in extra if k.isidentifier() and not keyword.iskeyword(k) and k not in taken}
+    plain = {
+        k
+        for k in extra
+        if k.isidentifier()
+        and not keyword.iskeyword(k)
+        and k not in taken
+        and near_miss(k, binding.param_idents()) is None
+    }
     named += [f"{k}={v!r}" for k, v in extra.items() if k in plain]
     rest = {k: v for k, v in extra.items() if k not in plain}
     if rest:

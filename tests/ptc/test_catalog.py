@@ -75,8 +75,8 @@ async def rt() -> AsyncIterator[ptc.ToolRuntime]:
 
 
 def description(scope: ptc.Scope) -> str:
-    (spec,) = data(scope.model_tools())
-    return str(spec["description"])
+    specs = [spec for spec in data(scope.model_tools()) if spec["name"] == "run_code"]
+    return str(specs[0]["description"])
 
 
 def value(result: ptc.ToolResult) -> Any:
@@ -393,3 +393,13 @@ def test_search_finds_a_bfcl_tool_from_three_words_of_its_description() -> None:
                     words.append(word)
         found += name in [h.name for h in catalog.search(" ".join(words[:3]), 5)]
     assert found / len(functions) >= 0.9
+
+
+async def test_both_mode_lists_the_tools_and_a_run_code_that_follows_discovery(
+    rt: ptc.ToolRuntime,
+) -> None:
+    scope = rt.scope("both")
+    scope.present_as("both", discovery="search")
+    names = [spec["name"] for spec in data(scope.model_tools())]
+    assert names[-1] == "run_code" and len(names) == len(CATALOG) + 1
+    assert "5 tools." in description(scope)

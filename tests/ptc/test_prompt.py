@@ -184,3 +184,9 @@ async def test_the_model_never_sees_callbacks_timeouts_or_output_schemas(
     scope.present_as("both")
     for spec in data(scope.model_tools(format="raw")):
         assert set(spec) == {"name", "description", "input_schema"}
+
+
+def test_the_restricted_module_list_is_what_the_worker_allows() -> None:
+    from worker._child._stdlib import ALLOWED_MODULES as WORKER_MODULES
+
+    assert sorted(ALLOWED_MODULES.split()) == sorted(WORKER_MODULES)

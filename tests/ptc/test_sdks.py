@@ -68,6 +68,16 @@ def tool(name: str) -> ptc.ToolDefinition:
     return echo_tool(name, input_schema=schema)
 
 
+# A nested object needs the type generator and so the disk cache (simple schemas are typed
+# without either).
+NESTED = {"type": "object", "properties": {"n": {"type": "object", "properties": {
+    "k": {"type": "integer"}}}}}  # fmt: skip
+
+
+def cached_tool(name: str) -> ptc.ToolDefinition:
+    return echo_tool(name, input_schema=NESTED)
+
+
 def runtime(**options: Any) -> ptc.ToolRuntime:
     return ptc.ToolRuntime(
         backend=FakeBackend(), containment=ptc.Containment(require=frozenset()), **options
@@ -163,7 +173,7 @@ async def test_a_restarted_host_reads_fragments_from_disk(
 ) -> None:
     monkeypatch.setenv("PTC_CACHE_DIR", str(tmp_path))
     async with runtime(default_mode="code") as first:
-        first.register(tool("alpha"))
+        first.register(cached_tool("alpha"))
         stub = first.root.sdk()
     assert os.listdir(tmp_path), "fragments were written to the cache directory"
 
@@ -174,7 +184,7 @@ async def test_a_restarted_host_reads_fragments_from_disk(
 
     monkeypatch.setattr(datamodel_code_generator, "generate", fail)
     async with runtime(default_mode="code") as second:
-        second.register(tool("alpha"))
+        second.register(cached_tool("alpha"))
         assert second.root.sdk() == stub
 
 
@@ -195,11 +205,11 @@ async def test_unreadable_cache_entries_are_rebuilt(
 ) -> None:
     monkeypatch.setenv("PTC_CACHE_DIR", str(tmp_path))
     async with runtime(default_mode="code") as first:
-        first.register(tool("alpha"))
+        first.register(cached_tool("alpha"))
         stub = first.root.sdk()
     corrupt_every_file(tmp_path)
     async with runtime(default_mode="code") as second:
-        second.register(tool("alpha"))
+        second.register(cached_tool("alpha"))
         assert second.root.sdk() == stub
 
 
@@ -231,11 +241,11 @@ async def test_tampered_but_valid_json_cache_entries_are_rebuilt(
     signatures is not used: the scope's SDK is rebuilt as generation makes it."""
     monkeypatch.setenv("PTC_CACHE_DIR", str(tmp_path))
     async with runtime(default_mode="code") as first:
-        first.register(tool("alpha"))
+        first.register(cached_tool("alpha"))
         stub = first.root.sdk()
     tamper_every_file(tmp_path)
     async with runtime(default_mode="code") as second:
-        second.register(tool("alpha"))
+        second.register(cached_tool("alpha"))
         assert second.root.sdk() == stub
-        result = await second.root.run_code("return tools.alpha(n=2)")
-        assert result.value == {"result": {"n": 2}, "stdout": ""}
+        result = await second.root.run_code("return tools.alpha(n={'k': 2})")
+        assert result.value == {"result": {"n": {"k": 2}}, "stdout": ""}

@@ -127,7 +127,7 @@ class _Catalog:
             raise ValueError(f"catalog.search(): limit must be an int from 1 to {_MAX_LIMIT}")
         return _host(_SEARCH, "catalog.search", {"query": query, "limit": limit})  # type: ignore[no-any-return]
 
-    def describe(self, *idents: str) -> str:
+    def describe(self, *idents: Any) -> str:
         """The typed stub (signature, types, docstring) of these tools, by identifier or
         original name; ``describe(["a", "b"])`` works too."""
         if len(idents) == 1 and isinstance(idents[0], list | tuple):
