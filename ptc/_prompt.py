@@ -100,13 +100,18 @@ def run_code_description(
         f"{_size(limits.output_bytes)}; source up to {MAX_PROGRAM_BYTES // 1024} KiB.\n"
     )
     if shown < total:
+        which = f"{total} tools, {shown} shown below. Find the others" if shown else (
+            f"{total} tools. Find them"
+        )
         how += (
-            f"- {total} tools{f', {shown} shown below' if shown else ''}. Find the others with "
+            f"- {which} with "
             '`catalog.search("what you need", limit=10)` (-> [{"name", "ident", "summary"}]) '
-            'and read their signatures with `print(catalog.describe("ident", ...))`.\n'
+            'and read their signatures with `print(catalog.describe("ident", ...))`; every '
+            "tool is callable, described or not.\n"
         )
     example = (
-        'Example:\n    hits = tools.search_docs(query="refund policy", limit=3)\n'
+        "Example (a made-up tool):\n"
+        '    hits = tools.search_docs(query="refund policy", limit=3)\n'
         '    return [h["title"] for h in hits]\n'
     )
     if not shown:

@@ -110,7 +110,7 @@ def test_the_description_says_how_names_map_and_shows_one_example() -> None:
     text = describe()
     assert "`web-search` -> `tools.web_search`" in text
     assert 'tools.call("web-search"' in text
-    assert text.count("Example:") == 1
+    assert text.count("Example (a made-up tool):") == 1
 
 
 @pytest.mark.parametrize("profile", ["python", "restricted"])
@@ -123,12 +123,12 @@ def test_nothing_in_the_description_is_said_twice(profile: str) -> None:
 
 def test_search_discovery_says_how_many_tools_and_how_to_find_them() -> None:
     text = describe(shown=2, total=1000)
-    assert "1000 tools, 2 shown below" in text and "catalog.search(" in text
+    assert "1000 tools, 2 shown below. Find the others" in text and "catalog.search(" in text
     assert "catalog.describe(" in text
     inline = describe(shown=1000, total=1000)
     assert "catalog." not in inline
     nothing_pinned = describe("", shown=0, total=1000)
-    assert "1000 tools." in nothing_pinned and "The tools" not in nothing_pinned
+    assert "1000 tools. Find them" in nothing_pinned and "The tools" not in nothing_pinned
 
 
 def test_the_description_differs_by_profile() -> None:
