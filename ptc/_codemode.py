@@ -116,7 +116,8 @@ class CodeMode:
         self._backend = backend
         self._owns_backend = False
         self._builder = SdkBuilder(
-            sdkgen.SdkGenerator(default_cache_dir(), out_of_process=True), sdk_header
+            sdkgen.SdkGenerator(default_cache_dir(), out_of_process=True, frozen_specs=True),
+            sdk_header,
         )
         # key -> (the definitions the key was made from, run_code): holding the
         # definitions keeps their ids from being reused while the entry lives.
@@ -284,11 +285,27 @@ class CodeMode:
             self._ready_sdk(scope, _native_tools(scope))
 
     async def prepare(self, scope: Scope) -> None:
-        """Wait, without blocking the event loop, until the scope's SDK is built."""
+        """Wait, without blocking the event loop, until the SDK ``run_code``'s description
+        needs is built; in inline discovery also the full one ``sdk()`` returns (the same
+        types: it costs only its assembly). In search discovery the full one is built in
+        the background, on a thread of its own, not waited for: it needs every tool's
+        types, which search discovery exists to avoid waiting for."""
         mode, _, _ = scope.code_options()
         if mode != "native":
             definitions = _native_tools(scope)
-            await self._builder.build_async(definitions, self._request(scope, definitions))
+            needed, full = self._requests_of(scope, definitions)
+            await self._builder.build_async(definitions, needed)
+            if needed.described is None:
+                await self._builder.build_async(definitions, full)
+            else:
+                self._builder.submit(definitions, full)
+
+    def _requests_of(
+        self, scope: Scope, definitions: tuple[ToolDefinition, ...]
+    ) -> tuple[SdkRequest, SdkRequest]:
+        """The SDK the description needs, and the full one (see :meth:`prepare`)."""
+        request = self._request(scope, definitions)
+        return request, SdkRequest(request.profile, full=True)
 
     # -- the runtime's hooks ----------------------------------------------------------
 
@@ -364,7 +381,8 @@ class CodeMode:
                 mode, _, _ = scope.code_options()
                 if mode != "native":
                     definitions = _native_tools(scope)
-                    self._builder.submit(definitions, self._request(scope, definitions))
+                    for request in self._requests_of(scope, definitions):
+                        self._builder.submit(definitions, request)
 
     async def _execute(
         self,

@@ -58,14 +58,31 @@ SdkKey = tuple[tuple[int, ...], SdkRequest]
 """The ids of the visible native definitions (in view order) and the request."""
 
 
+_SPECS: dict[int, tuple[ToolDefinition, sdkgen.ToolSpec]] = {}
+_SPECS_LOCK = threading.Lock()
+_SPECS_KEPT = 20_000
+
+
 def tool_spec(definition: ToolDefinition) -> sdkgen.ToolSpec:
-    """What the SDK generator sees of a definition (never its callbacks or policy)."""
-    return sdkgen.ToolSpec(
+    """What the SDK generator sees of a definition (never its callbacks or policy): one
+    spec object per definition, kept while the definition is, so the generator's per-spec
+    caches hold across builds (a definition is immutable: its schemas were checked and
+    compiled once, when it was made)."""
+    with _SPECS_LOCK:
+        hit = _SPECS.get(id(definition))
+    if hit is not None and hit[0] is definition:
+        return hit[1]
+    spec = sdkgen.ToolSpec(
         name=definition.name,
         description=definition.description,
         input_schema=definition.input_schema,
         output_schema=definition.output.schema,
     )
+    with _SPECS_LOCK:
+        _SPECS[id(definition)] = (definition, spec)
+        while len(_SPECS) > _SPECS_KEPT:
+            del _SPECS[next(iter(_SPECS))]
+    return spec
 
 
 def default_cache_dir() -> Path | None:
@@ -95,7 +112,9 @@ class SdkBuilder:
         # key -> (definitions, future): holding the definitions keeps their ids unique.
         self._builds: OrderedDict[SdkKey, tuple[tuple[ToolDefinition, ...], Future[sdkgen.Sdk]]]
         self._builds = OrderedDict()
-        self._executor: ThreadPoolExecutor | None = None
+        # Two threads: the model's SDKs (run_code's description) never queue behind a full,
+        # type-checkable one (scope.sdk()), which may need every tool's types.
+        self._executors: dict[bool, ThreadPoolExecutor] = {}
         self._closed = False
         self.revision = 0
 
@@ -125,9 +144,13 @@ class SdkBuilder:
             if self._closed:
                 future.set_exception(RuntimeError("the runtime is closed"))
                 return future
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(1, thread_name_prefix="ptc-sdkgen")
-            self._executor.submit(self._run, future, definitions, request)
+            executor = self._executors.get(request.full)
+            if executor is None:
+                name = "ptc-sdkgen-full" if request.full else "ptc-sdkgen"
+                executor = self._executors[request.full] = ThreadPoolExecutor(
+                    1, thread_name_prefix=name
+                )
+            executor.submit(self._run, future, definitions, request)
         return future
 
     def build(self, definitions: Sequence[ToolDefinition], request: SdkRequest) -> sdkgen.Sdk:
@@ -189,8 +212,8 @@ class SdkBuilder:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            executor, self._executor = self._executor, None
-        if executor is not None:
+            executors, self._executors = list(self._executors.values()), {}
+        for executor in executors:
             executor.shutdown(wait=False, cancel_futures=True)
         self._generator.close()  # the fragment helper process, if it was started
 

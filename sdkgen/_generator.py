@@ -34,8 +34,8 @@ from ._simple_types import simple_fragment
 from ._typegen import build_fragment
 from ._types import Sdk, ToolSpec
 
-# Untyped IRs kept (a few catalogs of thousands of tools).
-_UNTYPED_IRS = 20_000
+# IRs kept (a few catalogs of thousands of tools).
+_CACHED_IRS = 20_000
 # Bump when fragment generation changes, so stale disk caches are ignored.
 _FRAGMENT_VERSION = "2"
 # Names a type may never take in the stub: its prelude and what annotations use.
@@ -79,12 +79,25 @@ def spec_digest(spec: ToolSpec) -> str:
 
 
 class SdkGenerator:
-    """Generates SDKs; thread-safe. ``cache_dir`` (optional) persists fragments on disk."""
+    """Generates SDKs; thread-safe. ``cache_dir`` (optional) persists fragments on disk.
 
-    def __init__(self, cache_dir: Path | None = None, *, out_of_process: bool = False) -> None:
+    ``frozen_specs=True`` promises that a :class:`ToolSpec` passed in is never changed
+    afterwards, schemas included (ptc's tool definitions are not): the generator then keeps
+    each spec's digest and intermediate form per spec object, so a large catalog whose
+    caller passes the same spec objects again re-renders without re-reading them."""
+
+    def __init__(
+        self,
+        cache_dir: Path | None = None,
+        *,
+        out_of_process: bool = False,
+        frozen_specs: bool = False,
+    ) -> None:
         self._cache_dir = cache_dir
         self._fragments: dict[tuple[str, str], TypeFragment] = {}
-        self._untyped_irs: dict[tuple[str, str, str, int], tuple[object, ToolIR]] = {}
+        self._frozen_specs = frozen_specs
+        self._ir_cache: dict[tuple[int, str, TypeFragment | None], tuple[ToolSpec, ToolIR]] = {}
+        self._digests: dict[int, tuple[ToolSpec, str]] = {}
         self._lock = threading.Lock()
         self._helper = (
             FragmentProcess(str(cache_dir) if cache_dir is not None else None)
@@ -175,33 +188,46 @@ class SdkGenerator:
                 if prefix != base:
                     fragment = rename_prefix(fragment, base, prefix)
                 used |= {prefix, *fragment.type_names}
-            irs.append(tool_ir(spec, ident, fragment) if fragment else self._untyped(spec, ident))
+            irs.append(self._ir(spec, ident, fragment))
         return irs
 
-    def _untyped(self, spec: ToolSpec, ident: str) -> ToolIR:
-        """The untyped IR of a tool whose stub is not shown, cached while its input schema
-        is a read-only mapping (not a plain ``dict``: ptc's frozen schemas, a
-        ``MappingProxyType``), keyed by that object's identity, which the entry keeps
-        alive: a large catalog's tool change then costs a lookup per unchanged tool."""
-        schema = spec.input_schema
-        if type(schema) is dict:
-            return tool_ir(spec, ident, None)
-        key = (spec.name, ident, spec.description, id(schema))
+    def _digest(self, spec: ToolSpec) -> str:
+        """:func:`spec_digest`, cached per spec object when specs are frozen."""
+        if not self._frozen_specs:
+            return spec_digest(spec)
         with self._lock:
-            hit = self._untyped_irs.get(key)
-        if hit is not None and hit[0] is schema:
+            hit = self._digests.get(id(spec))
+        if hit is not None and hit[0] is spec:
             return hit[1]
-        ir = tool_ir(spec, ident, None)
+        digest = spec_digest(spec)
         with self._lock:
-            self._untyped_irs[key] = (schema, ir)
-            while len(self._untyped_irs) > _UNTYPED_IRS:
-                del self._untyped_irs[next(iter(self._untyped_irs))]
+            self._digests[id(spec)] = (spec, digest)
+            while len(self._digests) > _CACHED_IRS:
+                del self._digests[next(iter(self._digests))]
+        return digest
+
+    def _ir(self, spec: ToolSpec, ident: str, fragment: TypeFragment | None) -> ToolIR:
+        """The IR of one tool, cached per spec object (which the entry keeps alive),
+        identifier and fragment when specs are frozen: a tool change in a large catalog
+        then costs a lookup per unchanged tool, not a re-reading of its schema."""
+        if not self._frozen_specs:
+            return tool_ir(spec, ident, fragment)
+        key = (id(spec), ident, fragment)
+        with self._lock:
+            hit = self._ir_cache.get(key)
+        if hit is not None and hit[0] is spec:
+            return hit[1]
+        ir = tool_ir(spec, ident, fragment)
+        with self._lock:
+            self._ir_cache[key] = (spec, ir)
+            while len(self._ir_cache) > _CACHED_IRS:
+                del self._ir_cache[next(iter(self._ir_cache))]
         return ir
 
     def _fragments_of(self, wanted: Sequence[tuple[ToolSpec, str]]) -> list[TypeFragment]:
         """The fragment of each ``(spec, prefix)``: from memory, the disk cache, the helper
         process (all the missing ones in one request) or the generator in this process."""
-        keys = [(spec_digest(spec), prefix) for spec, prefix in wanted]
+        keys = [(self._digest(spec), prefix) for spec, prefix in wanted]
         found: dict[tuple[str, str], TypeFragment] = {}
         missing: dict[tuple[str, str], tuple[ToolSpec, str]] = {}
         for key, item in zip(keys, wanted, strict=True):
@@ -213,11 +239,10 @@ class SdkGenerator:
                 spec, prefix = item
                 # Simple schemas need no generator (nor the disk: this is cheaper than a read).
                 cached = simple_fragment(spec.input_schema, spec.output_schema, prefix)
-            if cached is None:
-                cached = self._load(key)
+                cached = cached or self._load(key)
                 if cached is not None:
                     with self._lock:
-                        self._fragments[key] = cached
+                        cached = self._fragments.setdefault(key, cached)
             if cached is not None:
                 found[key] = cached
             else:

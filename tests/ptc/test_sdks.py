@@ -97,12 +97,22 @@ async def test_changes_build_in_the_background_and_prepare_waits_for_it(builds: 
         assert builds.threads and all(t.startswith("ptc-sdkgen") for t in builds.threads)
         assert "def alpha(" in description(rt.root) and PENDING not in description(rt.root)
         count = len(builds.threads)
+        rt.root.sdk()  # inline discovery: prepare() built the full stub too
         rt.root.model_tools()
         assert len(builds.threads) == count  # ready: nothing built again
-        rt.root.sdk()  # the full, type-checkable stub: built once, on request
-        rt.root.sdk()
-        rt.root.model_tools()
-        assert len(builds.threads) == count + 1
+
+
+async def test_in_search_discovery_prepare_leaves_the_full_stub_to_the_background(
+    builds: Builds,
+) -> None:
+    async with runtime() as rt:
+        rt.register(tool("alpha"))
+        agent = rt.scope("agent")
+        agent.present_as("code", discovery="search")
+        await agent.prepare()
+        assert "def alpha(" not in description(agent)
+        assert "def alpha(" in agent.sdk()  # waits for the background build if need be
+        assert "ptc-sdkgen-full_0" in builds.threads
 
 
 async def test_a_burst_of_registrations_is_built_about_once(builds: Builds) -> None:
