@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import sdkgen
-from sdkgen import _generator
+from sdkgen import _generator, _ir
 from sdkgen.__main__ import load_specs, main
 
 from .cases import CASES, all_specs
@@ -275,3 +275,30 @@ def test_cli_reports_a_bad_file(tmp_path: Path, capsys: pytest.CaptureFixture[st
     path.write_text('{"tools": 3}')
     assert main([str(path)]) == 2
     assert "expected" in capsys.readouterr().err
+
+
+def test_frozen_specs_are_read_once_and_other_specs_every_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made: list[str] = []
+    original = _ir.tool_ir
+
+    def counting(spec: sdkgen.ToolSpec, ident: str, fragment: Any) -> Any:
+        made.append(spec.name)
+        return original(spec, ident, fragment)
+
+    monkeypatch.setattr(_generator, "tool_ir", counting)
+    specs = all_specs()
+    frozen = sdkgen.SdkGenerator(frozen_specs=True)
+    first = frozen.generate(specs, described=(), prelude=False)
+    assert sorted(made) == sorted(s.name for s in specs)
+    made.clear()
+    again = frozen.generate(list(reversed(specs)), described=(), prelude=False)
+    assert made == [] and again == first
+    # Without the promise, a schema changed in place is read again.
+    schema: dict[str, Any] = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    spec = sdkgen.ToolSpec(name="t", input_schema=schema)
+    plain = sdkgen.SdkGenerator()
+    assert [p.ident for p in plain.generate([spec]).tools[0].params] == ["a"]
+    schema["properties"]["b"] = {"type": "string"}
+    assert [p.ident for p in plain.generate([spec]).tools[0].params] == ["a", "b"]
