@@ -15,9 +15,11 @@ from typing import Any
 
 import anyio
 
+from worker import Containment
+
 from .._layers import MODES, PROFILES
 from .._runtime import ToolRuntime
-from ._common import CliError, call_tools_func, load_tools
+from ._common import CliError, add_require, call_tools_func, containment, load_tools
 
 __all__ = ("add_parser", "main", "parse_host_port")
 
@@ -39,6 +41,7 @@ def add_parser(sub: Any) -> None:
     serve.add_argument("--mode", choices=MODES, default="code",
                        help="how the scope presents its tools (default: code)")
     serve.add_argument("--profile", choices=PROFILES, default="python", help="language profile")
+    add_require(serve)
     serve.add_argument("--http", metavar="HOST:PORT",
                        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
 
@@ -56,8 +59,12 @@ def main(args: argparse.Namespace) -> int:
     try:
         endpoint = parse_host_port(args.http) if args.http else None
         commands = [_command(line) for line in args.mount_stdio]
+        required = containment(args.require)
         tools = load_tools(args.tools) if args.tools else None
-        anyio.run(_serve, tools, commands, list(args.mount_http), args.mode, args.profile, endpoint)
+        anyio.run(
+            _serve, tools, commands, list(args.mount_http), args.mode, args.profile, required,
+            endpoint,
+        )  # fmt: skip
     except CliError as exc:
         print(f"ptc serve: {exc}", file=sys.stderr)
         return 2
@@ -82,11 +89,12 @@ async def _serve(
     urls: list[str],
     mode: Any,
     profile: Any,
+    required: Containment | None,
     endpoint: tuple[str, int] | None,
 ) -> None:
     from .. import mcp as ptc_mcp  # only `ptc serve` needs the MCP SDK
 
-    async with ToolRuntime(profile=profile) as runtime:
+    async with ToolRuntime(profile=profile, containment=required) as runtime:
         if tools is not None:
             await call_tools_func(tools, runtime)
         scope = runtime.scope("serve")
