@@ -1,4 +1,5 @@
-"""Tool calls in async code: ``await``, ``asyncio.gather`` as one batch, sync code unchanged.
+"""Tool calls in async code: ``await``, ``asyncio.gather`` as one batch, sync code unchanged;
+``tools.call`` and ``catalog`` behave like any call there.
 
 Programs run through the child's own runner (``run_program``, python profile) with the
 generated worker module over a recording transport.
@@ -36,15 +37,19 @@ def sdk() -> sdkgen.Sdk:
 
 
 def answer(name: str, args: dict[str, Any]) -> tuple[bool, Any]:
-    if args.get("id") == 13:
-        return False, ("TOOL_FAILED", "unlucky")
+    if args.get("id") == 13 or args.get("idents") == ["nope"]:
+        return False, ("UNKNOWN_TOOL" if "idents" in args else "TOOL_FAILED", "unlucky")
+    if name == "catalog:search":
+        return True, [{"name": "get-item", "ident": "get_item", "summary": args["query"]}]
+    if name == "catalog:describe":
+        return True, f"def {args['idents'][0]}(*, id: int) -> JSON: ..."
     return True, {"tool": name, **args}
 
 
 def run(sdk: sdkgen.Sdk, code: str) -> tuple[ProgramResult, FakeTransport]:
     transport = FakeTransport(answer)
     ns = load_module(sdk, transport)
-    names = {k: ns[k] for k in ("tools", "parallel", "ToolCallError")}
+    names = {k: ns[k] for k in ("tools", "parallel", "catalog", "ToolCallError")}
     result = run_program(textwrap.dedent(code), profile="python", names=names, result_bytes=1 << 20)
     return result, transport
 
@@ -136,8 +141,8 @@ def test_a_failed_call_in_a_gather_raises_the_first_error_in_submission_order(
         "async def main():\n    return both()\n"
         "import asyncio\nasyncio.run(main())",
         # .map and parallel are synchronous everywhere
-        "async def main():\n    return tools.get_item.map([{'id': 1}]) + "
-        "parallel(lambda: tools.ping())\n"
+        "async def main():\n    await asyncio.sleep(0)\n"
+        "    return tools.get_item.map([{'id': 1}]) + parallel(lambda: tools.ping())\n"
         "import asyncio\nasyncio.run(main())",
     ],
 )
@@ -151,13 +156,23 @@ def test_sync_code_gets_values_as_before(sdk: sdkgen.Sdk, code: str) -> None:
     ("code", "fix"),
     [
         (
-            "async def main():\n    r = tools.ping()\n    return r['x']",
+            "async def main():\n    r = tools.ping()\n    await asyncio.sleep(0)\n"
+            "    return r['x']",
             "write `await tools.ping(...)`",
         ),
-        ("async def main():\n    return len(tools.ping())", "write `await tools.ping(...)`"),
         (
-            "async def main():\n    return tools.get_item(id=1).get('id')",
+            "async def main():\n    await asyncio.sleep(0)\n    return len(tools.ping())",
+            "write `await tools.ping(...)`",
+        ),
+        (
+            "async def main():\n    async with asyncio.timeout(5):\n"
+            "        return tools.get_item(id=1).get('id')",
             "write `(await tools.get_item(...)).get`",
+        ),
+        (
+            "async def main():\n    await asyncio.sleep(0)\n"
+            "    return tools.call('get-item', id=1)['id']",
+            "write `await tools.call(...)`",
         ),
     ],
 )
@@ -169,7 +184,7 @@ def test_an_unawaited_call_used_as_a_value_names_the_fix(
         gc.collect()  # the coroutine may sit in a cycle with the exception's traceback
     assert result.kind == "exception"
     last = result.detail.splitlines()[-1]
-    assert last.endswith(fix) and "coroutine, not the tool's result" in last
+    assert last.endswith(fix) and "coroutine, not the call's result" in last
     assert transport.batches == []
 
 
@@ -186,3 +201,55 @@ def test_a_call_driven_without_an_event_loop_is_made_at_once(sdk: sdkgen.Sdk) ->
     )
     result, transport = run(sdk, code)
     assert result.value == {"tool": "ping"} and batch_sizes(transport) == [1]
+
+
+def test_tools_call_and_the_catalog_are_awaited_like_calls_and_batched_with_them(
+    sdk: sdkgen.Sdk,
+) -> None:
+    code = """
+    import asyncio
+    hits, item, stub = await asyncio.gather(
+        catalog.search("item"), tools.call("get-item", id=1), catalog.describe("get_item")
+    )
+    [hits[0]["ident"], item, stub, await tools.call("ping")]
+    """
+    result, transport = run(sdk, code)
+    assert result.ok, result.detail
+    assert result.value == [
+        "get_item",
+        {"tool": "get-item", "id": 1},
+        "def get_item(*, id: int) -> JSON: ...",
+        {"tool": "ping"},
+    ]
+    assert transport.batches == [
+        [
+            ("catalog:search", {"query": "item", "limit": 10}),
+            ("get-item", {"id": 1}),
+            ("catalog:describe", {"idents": ["get_item"]}),
+        ],
+        [("ping", {})],
+    ]
+
+
+def test_a_failed_catalog_operation_in_async_code_names_the_operation(sdk: sdkgen.Sdk) -> None:
+    code = """
+    try:
+        await catalog.describe("nope")
+    except ToolCallError as e:
+        caught = [e.tool, e.code]
+    caught
+    """
+    result, _ = run(sdk, code)
+    assert result.value == ["catalog.describe", "UNKNOWN_TOOL"]
+
+
+def test_an_unawaited_catalog_search_used_as_a_value_names_the_fix(sdk: sdkgen.Sdk) -> None:
+    code = "import asyncio\nhits = catalog.search('x')\nawait asyncio.sleep(0)\nhits[0]"
+    with pytest.warns(RuntimeWarning, match=r"catalog.search\(...\) was never awaited"):
+        result, transport = run(sdk, code)
+        gc.collect()
+    assert result.detail.splitlines()[-1] == (
+        "TypeError: catalog.search(...) in async code is a coroutine, not the call's result: "
+        "write `await catalog.search(...)`"
+    )
+    assert transport.batches == []

@@ -19,6 +19,17 @@ class ToolCallError(Exception):
         return f"{self.tool}: {self.code}: {self.message}"
 
 
+# Host operations sent as calls under names no tool can have (worker._messages checks
+# their arguments exactly: the host answers them without the pipeline).
+_SEARCH = "catalog:search"
+_DESCRIBE = "catalog:describe"
+_MAX_QUERY_CHARS = 1000
+_MAX_LIMIT = 50
+_MAX_DESCRIBE = 50
+_LABELS = {_SEARCH: "catalog.search", _DESCRIBE: "catalog.describe"}
+"""How a host operation is named to the program (in errors, and in async code)."""
+
+
 class _Pending:
     """What a tool call returns while a ``parallel`` thunk is being recorded."""
 
@@ -36,7 +47,8 @@ def _answers(calls: list[tuple[str, dict[str, Any]]]) -> list[tuple[bool, Any]]:
             out.append((True, payload))
         else:
             code, message = payload
-            out.append((False, ToolCallError(tool, str(code), str(message))))
+            label = _LABELS.get(tool, tool)
+            out.append((False, ToolCallError(label, str(code), str(message))))
     return out
 
 
@@ -65,7 +77,9 @@ def _as_lists(value: Any, depth: int = 0) -> Any:
     return value
 
 
-def _invoke(tool: str, arguments: dict[str, Any], extra: dict[str, Any] | None = None) -> Any:
+def _invoke(
+    tool: str, arguments: dict[str, Any], extra: dict[str, Any] | None = None, label: str = ""
+) -> Any:
     # `...` is the default of every optional parameter: left out means not sent.
     sent = {key: value for key, value in arguments.items() if value is not ...}
     if extra:
@@ -84,7 +98,8 @@ def _invoke(tool: str, arguments: dict[str, Any], extra: dict[str, Any] | None =
         recorded.append((tool, sent, marker))
         return marker
     if _in_async_code():
-        return _AsyncCall(tool, sent, _sys._getframe(1).f_code.co_name)
+        # The generated function calling this is named after the tool's identifier.
+        return _AsyncCall(tool, sent, label or f"tools.{_sys._getframe(1).f_code.co_name}")
     return _send([(tool, sent)])[0]
 
 
@@ -127,17 +142,18 @@ def _flush(loop: Any) -> None:
 
 
 class _AsyncCall(_Coroutine):  # type: ignore[type-arg]  # subscripted, it fails at run time
-    """What ``tools.<ident>(...)`` returns in async code: a coroutine whose value is the
-    call's. Nothing is sent until it is awaited (or run as a task); then it joins the
-    calls awaited in the same turn of the event loop, sent to the host as one batch."""
+    """What ``tools.<ident>(...)`` (``tools.call``, ``catalog.search``/``describe``)
+    returns in async code: a coroutine whose value is the call's. Nothing is sent until it
+    is awaited (or run as a task); then it joins the calls awaited in the same turn of the
+    event loop, sent to the host as one batch."""
 
     __slots__ = ("__name__", "__qualname__", "_arguments", "_steps", "_tool")
 
-    def __init__(self, tool: str, arguments: dict[str, Any], ident: str) -> None:
+    def __init__(self, tool: str, arguments: dict[str, Any], name: str) -> None:
         self._tool = tool
         self._arguments = arguments
         self._steps: Any = None
-        self.__name__ = self.__qualname__ = f"tools.{ident}"
+        self.__name__ = self.__qualname__ = name
 
     def _run(self) -> Any:
         asyncio = _sys.modules.get("asyncio")
@@ -192,7 +208,7 @@ class _AsyncCall(_Coroutine):  # type: ignore[type-arg]  # subscripted, it fails
 
     def _not_a_value(self, *args: object) -> Any:
         raise TypeError(
-            f"{self.__name__}(...) in async code is a coroutine, not the tool's result: "
+            f"{self.__name__}(...) in async code is a coroutine, not the call's result: "
             f"write `await {self.__name__}(...)`"
         )
 
@@ -202,9 +218,70 @@ class _AsyncCall(_Coroutine):  # type: ignore[type-arg]  # subscripted, it fails
         if name.startswith("_"):
             raise AttributeError(name)
         raise AttributeError(
-            f"{self.__name__}(...) in async code is a coroutine, not the tool's result: "
+            f"{self.__name__}(...) in async code is a coroutine, not the call's result: "
             f"write `(await {self.__name__}(...)).{name}`"
         )
+
+
+def _call(name: str, /, **arguments: Any) -> Any:
+    """``tools.call(name, **arguments)``: a tool by its original name (or identifier), its
+    arguments under their original keys."""
+    if type(name) is not str:
+        raise TypeError("tools.call(name, **arguments): name must be a string")
+    if name not in _TOOL_IDENTS:
+        ident = name
+        name = _TOOL_NAMES.get(ident, "")
+        if not name:
+            raise ToolCallError(
+                ident, "UNKNOWN_TOOL", "no visible tool has this name; find tools with "
+                "catalog.search('what it does')"
+            )
+    return _invoke(name, {}, arguments, "tools.call")
+
+
+def _host(op: str, arguments: dict[str, Any]) -> Any:
+    if getattr(_recording, "calls", None) is not None:
+        raise TypeError(f"{_LABELS[op]}() cannot be used inside a parallel() thunk")
+    if _in_async_code():  # awaitable like a tool call there, and batched with them
+        return _AsyncCall(op, arguments, _LABELS[op])
+    return _send([(op, arguments)])[0]
+
+
+class _Catalog:
+    """``catalog``: find the visible tools (``search``) and read their stubs (``describe``).
+    Each is a round trip to the host, which answers it without running anything."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise TypeError("catalog is read-only")
+
+    def __repr__(self) -> str:
+        return "<catalog: search(query, limit=10), describe(*idents)>"
+
+    def search(self, query: str, limit: int = 10) -> list[dict[str, str]]:
+        """The tools that best match ``query``, best first: ``{"name", "ident", "summary"}``."""
+        if type(query) is not str or not query.strip():
+            raise TypeError("catalog.search(query): query must be a non-empty string")
+        if len(query) > _MAX_QUERY_CHARS:
+            raise ValueError(f"catalog.search(): query longer than {_MAX_QUERY_CHARS} characters")
+        if type(limit) is not int or not 1 <= limit <= _MAX_LIMIT:
+            raise ValueError(f"catalog.search(): limit must be an int from 1 to {_MAX_LIMIT}")
+        return _host(_SEARCH, {"query": query, "limit": limit})  # type: ignore[no-any-return]
+
+    def describe(self, *idents: Any) -> str:
+        """The typed stub (signature, types, docstring) of these tools, by identifier or
+        original name; ``describe(["a", "b"])`` works too."""
+        if len(idents) == 1 and isinstance(idents[0], list | tuple):
+            idents = tuple(idents[0])
+        if not idents or not all(type(i) is str and 0 < len(i) <= 256 for i in idents):
+            raise TypeError("catalog.describe(*idents): give tool identifiers (strings)")
+        if len(idents) > _MAX_DESCRIBE:
+            raise ValueError(f"catalog.describe(): at most {_MAX_DESCRIBE} tools at a time")
+        return _host(_DESCRIBE, {"idents": list(idents)})  # type: ignore[no-any-return]
+
+
+catalog = _Catalog()
 
 
 def _run_recorded(what: str, thunks: Sequence[object]) -> list[Any]:
@@ -317,18 +394,30 @@ class _Namespace(type):
 
     def __getattr__(cls, name: str) -> Any:
         names = sorted(k for k, v in vars(cls).items() if isinstance(v, _Tool))
-        raise AttributeError(f"no tool {name!r}; available: {', '.join(names) or 'none'}")
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        raise AttributeError(
+            f"no tool {name!r}; tools: {shown or 'none'} (find tools with catalog.search(...);"
+            " call one by its original name with tools.call('name', ...))"
+        )
 
 
 _tool = _Tool
 __sdk__ = _invoke
+# Filled by the generated part: identifier -> original name of every tool.
+_TOOL_NAMES: dict[str, str] = {}
+_TOOL_IDENTS: dict[str, str] = {}
 
 
 @_tool
-def log_event(*, message: str, **extra: JSON) -> JSON:
+def log_event(*, message, **extra):
     return __sdk__('log_event', {'message': message}, extra)
 
 
+_TOOL_NAMES = {
+    'log_event': 'log_event',
+}
+_TOOL_IDENTS = {name: ident for ident, name in _TOOL_NAMES.items()}
 tools = _Namespace('tools', (), {
     'log_event': log_event,
+    'call': staticmethod(_call),
 })
