@@ -92,8 +92,8 @@ def run_code_description(
         "- The code runs as a module: `return value` (or a final expression) is the "
         "result; print() output is shown too. Values are JSON (dict, list, str, int, float, "
         "bool, None).\n"
-        "- Calls are synchronous (awaitable in async code: in an `async def`, or with `await` "
-        "at top level), keyword arguments only: "
+        "- Calls are synchronous (awaitable in code that awaits: at top level, or in an "
+        "`async def` with `await`), keyword arguments only: "
         '`r = tools.get_weather(city="Oslo")`. '
         "A tool's name maps to its identifier with every character outside [A-Za-z0-9_] "
         'written `_` (`web-search` -> `tools.web_search`); `tools.call("web-search", q="x")` '

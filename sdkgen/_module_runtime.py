@@ -4,22 +4,24 @@ This file is never imported by the worker: its text after the marker line is cop
 each generated module (``sdkgen._render.module_runtime_source``), followed by the
 ``class tools`` block. It is a real module so that ruff and mypy check it. It runs in the
 contained child, so it imports only standard-library modules the zygote has loaded
-(``threading``, ``sys``, ``collections.abc``; ``warnings`` when a call is never awaited).
-The program sees only ``tools``, ``parallel``, ``catalog`` and ``ToolCallError``; every
-attribute it may touch has a public name, and no public attribute leads to
+(``threading``, ``sys``, ``opcode``, ``collections.abc``; ``warnings`` when a call is never
+awaited). The program sees only ``tools``, ``parallel``, ``catalog`` and ``ToolCallError``;
+every attribute it may touch has a public name, and no public attribute leads to
 ``__transport__`` (the restricted profile forbids ``_`` names).
 
 ``catalog.search`` and ``catalog.describe`` travel as calls of the reserved names
 ``catalog:search`` / ``catalog:describe`` (no tool can be named so: ``:`` is outside the
 tool name pattern); the host answers them itself, without the tool pipeline.
 
-In async code (a call made from a coroutine: an ``async def``, or a program that awaits
-at top level, seen through comprehensions and lambdas) ``tools.<ident>(...)``,
-``tools.call(...)`` and ``catalog.search``/``describe`` return a coroutine instead of the
-value: awaiting it gives the value, and the calls awaited in one turn of the event loop
+In async code (a call made from a coroutine that awaits: an ``async def`` whose body has
+an ``await`` or ``async for``/``with``, or a program that awaits at top level, seen through
+comprehensions and lambdas) ``tools.<ident>(...)``, ``tools.call(...)`` and
+``catalog.search``/``describe`` return a coroutine instead of the value: awaiting it gives
+the value, and the calls awaited in one turn of the event loop
 (``asyncio.gather(tools.a(...), tools.b(...))``) go to the host as one batch, like
 ``.map``. Everywhere else, and always for ``.map`` and ``parallel``, calls are
-synchronous.
+synchronous, in a coroutine that never awaits too (``async def main(): return tools.x()``
+is sync code in an ``async def``, as models often write it).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
-    from types import FrameType
+    from types import CodeType, FrameType
     from typing import Any
 
     from ._types import Transport
@@ -35,7 +37,8 @@ if TYPE_CHECKING:
     __transport__: Transport  # injected by whoever executes the module
 
 # --- generated module runtime starts here ---
-import sys as _sys  # noqa: E402 (the generated module starts here)
+import opcode as _opcode  # noqa: E402 (the generated module starts here)
+import sys as _sys  # noqa: E402
 import threading as _threading  # noqa: E402
 from collections.abc import Coroutine as _Coroutine  # noqa: E402
 
@@ -143,19 +146,30 @@ def _invoke(
 
 _CO_ASYNC = 0x80 | 0x200  # inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 _SEE_THROUGH = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>", "<lambda>"})
+# `await` and `async with` compile to GET_AWAITABLE, `async for` to GET_ANEXT.
+_AWAIT_OPS = frozenset(_opcode.opmap[name] for name in ("GET_AWAITABLE", "GET_ANEXT"))
+_awaiting: dict[CodeType, bool] = {}
 
 
 def _in_async_code() -> bool:
-    """Whether the program code making this call runs in a coroutine: the first frame
-    outside this module, seen through comprehensions and lambdas (``[tools.x(id=i) for i
-    in ids]`` inside ``async def`` is async code; a plain ``def`` it calls is not)."""
+    """Whether the program code making this call runs in a coroutine that awaits: the
+    first frame outside this module, seen through comprehensions and lambdas (``[tools.x(
+    id=i) for i in ids]`` inside ``async def`` is async code; a plain ``def`` it calls is
+    not, nor an ``async def`` whose body never awaits: its author wrote sync code)."""
     frame: FrameType | None = _sys._getframe(1)
     sdk = globals()
     while frame is not None and frame.f_globals is sdk:
         frame = frame.f_back
     while frame is not None and frame.f_code.co_name in _SEE_THROUGH:
         frame = frame.f_back
-    return frame is not None and bool(frame.f_code.co_flags & _CO_ASYNC)
+    if frame is None or not frame.f_code.co_flags & _CO_ASYNC:
+        return False
+    code = frame.f_code
+    awaits = _awaiting.get(code)
+    if awaits is None:  # read once per code object: 2-byte code units, the opcode first
+        raw = code.co_code
+        awaits = _awaiting[code] = any(raw[i] in _AWAIT_OPS for i in range(0, len(raw), 2))
+    return awaits
 
 
 _waiting: dict[object, list[tuple[str, dict[str, Any], Any]]] = {}

@@ -85,7 +85,7 @@ def test_the_restricted_rules_name_what_is_forbidden_and_allowed() -> None:
 @pytest.mark.parametrize("profile", ["python", "restricted"])
 def test_the_description_and_the_sdk_header_state_the_async_rule(profile: str) -> None:
     text = describe(profile=profile)
-    assert "Calls are synchronous (awaitable in async code: in an `async def`, or " in text
+    assert "Calls are synchronous (awaitable in code that awaits: at top level, or in " in text
     assert "`await asyncio.gather(tools.a(x=1), tools.b())`: one batch" in text
     assert "(awaitable in async code, like calls)" in describe(profile=profile, shown=0, total=9)
     assert "await asyncio.gather(tools.a(...), tools.b(...)) is one batch" in sdk_header(profile)

@@ -1,5 +1,6 @@
-"""Tool calls in async code: ``await``, ``asyncio.gather`` as one batch, sync code unchanged;
-``tools.call`` and ``catalog`` behave like any call there.
+"""Tool calls in async code: ``await``, ``asyncio.gather`` as one batch, sync code unchanged
+(a plain ``def``, or an ``async def`` that never awaits); ``tools.call`` and ``catalog``
+behave like any call there.
 
 Programs run through the child's own runner (``run_program``, python profile) with the
 generated worker module over a recording transport.
@@ -143,6 +144,13 @@ def test_a_failed_call_in_a_gather_raises_the_first_error_in_submission_order(
         # .map and parallel are synchronous everywhere
         "async def main():\n    await asyncio.sleep(0)\n"
         "    return tools.get_item.map([{'id': 1}]) + parallel(lambda: tools.ping())\n"
+        "import asyncio\nasyncio.run(main())",
+        # an async def that never awaits is sync code in an async def (as models write it)
+        "async def main():\n    return [tools.get_item(id=1), tools.call('ping')]\n"
+        "import asyncio\nasyncio.run(main())",
+        "async def one(i):\n    return tools.get_item(id=i)\n"
+        "async def main():\n    return [await one(1), (await asyncio.gather(ping()))[0]]\n"
+        "async def ping():\n    return tools.ping()\n"
         "import asyncio\nasyncio.run(main())",
     ],
 )

@@ -1,5 +1,6 @@
 from __future__ import annotations
-import sys as _sys  # noqa: E402 (the generated module starts here)
+import opcode as _opcode  # noqa: E402 (the generated module starts here)
+import sys as _sys  # noqa: E402
 import threading as _threading  # noqa: E402
 from collections.abc import Coroutine as _Coroutine  # noqa: E402
 
@@ -107,19 +108,30 @@ def _invoke(
 
 _CO_ASYNC = 0x80 | 0x200  # inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 _SEE_THROUGH = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>", "<lambda>"})
+# `await` and `async with` compile to GET_AWAITABLE, `async for` to GET_ANEXT.
+_AWAIT_OPS = frozenset(_opcode.opmap[name] for name in ("GET_AWAITABLE", "GET_ANEXT"))
+_awaiting: dict[CodeType, bool] = {}
 
 
 def _in_async_code() -> bool:
-    """Whether the program code making this call runs in a coroutine: the first frame
-    outside this module, seen through comprehensions and lambdas (``[tools.x(id=i) for i
-    in ids]`` inside ``async def`` is async code; a plain ``def`` it calls is not)."""
+    """Whether the program code making this call runs in a coroutine that awaits: the
+    first frame outside this module, seen through comprehensions and lambdas (``[tools.x(
+    id=i) for i in ids]`` inside ``async def`` is async code; a plain ``def`` it calls is
+    not, nor an ``async def`` whose body never awaits: its author wrote sync code)."""
     frame: FrameType | None = _sys._getframe(1)
     sdk = globals()
     while frame is not None and frame.f_globals is sdk:
         frame = frame.f_back
     while frame is not None and frame.f_code.co_name in _SEE_THROUGH:
         frame = frame.f_back
-    return frame is not None and bool(frame.f_code.co_flags & _CO_ASYNC)
+    if frame is None or not frame.f_code.co_flags & _CO_ASYNC:
+        return False
+    code = frame.f_code
+    awaits = _awaiting.get(code)
+    if awaits is None:  # read once per code object: 2-byte code units, the opcode first
+        raw = code.co_code
+        awaits = _awaiting[code] = any(raw[i] in _AWAIT_OPS for i in range(0, len(raw), 2))
+    return awaits
 
 
 _waiting: dict[object, list[tuple[str, dict[str, Any], Any]]] = {}
