@@ -181,6 +181,9 @@ FAILS: dict[str, Case] = {
     "an unknown name for tools.call": Case(
         "return tools.call('web_searc', query='x')", kind="preflight",
         fix="tools.call('web_searc'): no visible tool has this name; close: tools.web_search"),
+    "an async main called without asyncio.run": Case(
+        "async def main():\n    return tools.add(a=1, b=2)\nmain()", kind="invalid-result",
+        fix="never awaited: write `await main(...)`, or `asyncio.run(main(...))`"),
     "a set as the result": Case(
         "return {1, 2}", kind="invalid-result", fix="the result must be a JSON value"),
     "a result over the limit": Case(

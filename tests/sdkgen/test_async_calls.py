@@ -261,3 +261,15 @@ def test_an_unawaited_catalog_search_used_as_a_value_names_the_fix(sdk: sdkgen.S
         "write `await catalog.search(...)`"
     )
     assert transport.batches == []
+
+
+def test_an_unawaited_call_as_the_result_names_the_fix(sdk: sdkgen.Sdk) -> None:
+    code = "async def main():\n    await asyncio.sleep(0)\n    return tools.ping()\n"
+    result, transport = run(sdk, "import asyncio\n" + code + "asyncio.run(main())")
+    gc.collect()  # closed: no "never awaited" warning on top of the failure (errors here)
+    assert (result.kind, result.detail) == (
+        "invalid-result",
+        "the result must be a JSON value, not the coroutine tools.ping(...), never awaited: "
+        "write `await tools.ping(...)`",
+    )
+    assert transport.batches == []

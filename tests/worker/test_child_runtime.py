@@ -193,6 +193,12 @@ def test_program_value_is_return_or_trailing_expression(code: str, value: object
         ("return {1, 2}", "invalid-result", "set"),
         ("return float('nan')", "invalid-result", "non-finite"),
         ("return 'x' * 2000", "invalid-result", "result_bytes"),
+        (
+            "async def main():\n    return 1\nmain()",
+            "invalid-result",
+            "not the coroutine main(...), never awaited: write `await main(...)`, or "
+            "`asyncio.run(main(...))` outside async code",
+        ),
         ("import json\njson.codecs", "policy", "not available"),
     ],
 )
