@@ -167,7 +167,8 @@ class SdkBuilder:
             specs = [tool_spec(d) for d in definitions]
             sdk = self._generator.generate(specs, header=self._header(profile))
         except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for it
-            logger.exception("SDK generation failed")
+            if not self._closed:  # a close abandons the build in progress: no news
+                logger.exception("SDK generation failed")
             future.set_exception(exc)
             return
         with self._lock:
