@@ -50,7 +50,6 @@ from ._json import JSONLike as JSONLike
 from ._layers import Mode as Mode
 from ._layers import ModelFormat as ModelFormat
 from ._layers import ToolView as ToolView
-from ._lenient import lenient_schema as lenient_schema
 from ._lifetime import CloseHook as CloseHook
 from ._lifetime import Lifetime as Lifetime
 from ._policy import Guard as Guard
@@ -61,6 +60,7 @@ from ._results import ToolError as ToolError
 from ._results import ToolResult as ToolResult
 from ._runtime import ToolRuntime as ToolRuntime
 from ._scheduler import ToolCall as ToolCall
+from ._schema import lenient_schema as lenient_schema
 from ._scopes import ChangeListener as ChangeListener
 from ._scopes import Scope as Scope
 from ._signals import CancelSignal as CancelSignal

@@ -10,24 +10,25 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from . import _cli_run, _cli_serve
-from ._cli_common import Parser
+from ._cli import _run as run_command
+from ._cli import _serve as serve_command
+from ._cli._common import Parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = Parser(prog="ptc", description=__doc__.split("\n")[0] if __doc__ else None)
     sub = parser.add_subparsers(dest="command", required=True)
-    _cli_run.add_parser(sub)
-    _cli_serve.add_parser(sub)
+    run_command.add_parser(sub)
+    serve_command.add_parser(sub)
 
     tree = sub.add_parser("tree", help="print the call tree of an EventLog JSONL file")
     tree.add_argument("log")
 
     args = parser.parse_args(argv)
     if args.command == "run":
-        return _cli_run.main(args)
+        return run_command.main(args)
     if args.command == "serve":
-        return _cli_serve.main(args)
+        return serve_command.main(args)
     return _tree(args.log)
 
 

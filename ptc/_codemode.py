@@ -51,8 +51,9 @@ from ._prompt import (
     run_code_description,
     sdk_header,
 )
+from ._replay import Replay, RunSuspended
 from ._results import ContentBlock, ToolResult
-from ._run import ProgramRun, Replay, RunSuspended, fail_run
+from ._run import ProgramRun, fail_run
 from ._scopes import Scope, lineage, subtree
 from ._sdks import SdkBuilder, default_cache_dir
 from ._suspensions import Suspension, SuspensionStore, new_token

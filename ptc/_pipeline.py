@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, replace
 
+import anyio
+
 from ._body import apply_finalize_content, attempt, check_output
 from ._decisions import Approver
 from ._errors import NotJSONError, UsageError
@@ -191,7 +193,12 @@ class Call:
         once pre-execute is over (or skipped). ``halt`` (a run being suspended) keeps a call
         that has not begun pre-execute from beginning it, and is fired when this call's
         approval is deferred; a suspended call's result is not emitted.
+
+        Cancelling the caller's task ends a call that began pre-execute as ``ABORTED`` (or
+        ``ABORTED_BEFORE_DISPATCH`` before its body), emits its result shielded from the
+        cancellation, and re-raises it.
         """
+        stage = "unstarted"  # how far it got, should its caller's task be cancelled
         try:
             if not self.final:
                 try:
@@ -199,6 +206,7 @@ class Call:
                         async with prepare_lock if prepare_lock is not None else nullcontext():
                             if halt is not None and halt.cancelled:
                                 raise Unstarted
+                            stage = "preparing"
                             await self._prepare()
                         if self.suspended:
                             if halt is not None:
@@ -209,15 +217,38 @@ class Call:
                             prepared()
                             prepared = None
                         if self.result is None:
+                            stage = "dispatched"
                             await self._dispatch()
                         if not self.final:
+                            stage = "dispatched"
                             await self._post_execute()
                 except Unstarted:
                     return aborted_before_dispatch(self.execution.call_id, self.execution.name)
+        except anyio.get_cancelled_exc_class():
+            if stage == "unstarted":
+                raise
+            # The caller's task was cancelled: a started call still ends, as ABORTED, and its
+            # result is still emitted (a trace or log never holds a child without a parent);
+            # then the cancellation goes on to the caller.
+            self._end_cancelled(dispatched=stage == "dispatched")
+            with anyio.CancelScope(shield=True):
+                await self._finish()
+            raise
         finally:
             if prepared is not None:
                 prepared()
         return await self._finish()
+
+    def _end_cancelled(self, *, dispatched: bool) -> None:
+        name = self.execution.name
+        call_id = self.execution.call_id
+        if dispatched:
+            message = "tool call aborted: the calling task was cancelled"
+            self.result = error_result(call_id, name, "ABORTED", message)
+        else:
+            message = f"{ABORTED_BEFORE_DISPATCH.message}: the calling task was cancelled"
+            self.result = error_result(call_id, name, ABORTED_BEFORE_DISPATCH.code, message)
+        self.final = True
 
     async def _prepare(self) -> None:
         refusal: Refusal | None = await decide(

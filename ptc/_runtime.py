@@ -33,7 +33,8 @@ from ._events import (
 )
 from ._layers import MODES, Mode, check_code_options
 from ._lifetime import CloseHook, Lifetime
-from ._scopes import ChangeListener, Scope, ScopeTree, lineage
+from ._scope_tree import ScopeTree
+from ._scopes import ChangeListener, Scope, lineage
 from ._suspensions import SuspensionStore
 from ._tools import ToolDefinition
 
@@ -80,7 +81,7 @@ class ToolRuntime:
             raise UsageError("suspensions must be a ptc.SuspensionStore")
         check_code_options(profile, limits)
         self._lifetime = Lifetime()
-        self._tree = ScopeTree(
+        self._tree = ScopeTree[Scope](
             default_mode=default_mode,
             approver=approver,
             profile=profile,

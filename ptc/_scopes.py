@@ -3,7 +3,7 @@ its model-facing tool list and its calls.
 
 A :class:`Scope` knows nothing of the runtime above it: what the tree shares (the listener
 registry, the approver, the code options, the change counter and the code-mode hooks)
-lives in one :class:`ScopeTree` the runtime creates.
+lives in one :class:`~ptc._scope_tree.ScopeTree` the runtime creates.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import MappingProxyType
-from typing import Any, Literal, Protocol, TypeAlias, overload
+from typing import Any, Literal, TypeAlias, overload
 
 from typing_extensions import Unpack
 
 from worker import Limits, Profile
 
-from ._decisions import ApprovalAnswer, Approver
+from ._decisions import ApprovalAnswer
 from ._decorator import ToolOptions, tool_decorator
 from ._errors import ClosedError, ConfigurationError, ScopeError, UsageError
 from ._events import (
@@ -26,7 +26,6 @@ from ._events import (
     Disposer,
     Event,
     ExecuteListener,
-    Listeners,
     PostExecuteListener,
     PreExecuteListener,
     ResultListener,
@@ -49,97 +48,20 @@ from ._pipeline import Call, CallSite
 from ._policy import Guard
 from ._results import ToolResult
 from ._scheduler import Scheduler, ToolCall
+from ._scope_tree import CodeModeHooks, ScopeTree
 from ._signals import CancelSignal
 from ._tools import RESERVED_NAME, ToolDefinition
 
-__all__ = ("ChangeListener", "CodeModeHooks", "Scope", "ScopeTree", "call_site", "subtree")
+__all__ = ("ChangeListener", "Scope", "call_site", "lineage", "subtree")
 
 ChangeListener: TypeAlias = "Callable[[Scope], object]"
 """A ``tools/change`` listener: a plain function or a coroutine function of the scope."""
 
 
-class CodeModeHooks(Protocol):
-    """What scopes need from code mode (the runtime installs :class:`ptc._codemode.CodeMode`)."""
-
-    def run_code_tool(self, scope: Scope, tools: Mapping[str, ToolDefinition]) -> ToolDefinition:
-        """The scope's ``run_code``; ``tools`` are its visible native tools (its SDK's)."""
-        ...
-
-    def sdk(self, scope: Scope) -> str:
-        """The SDK stub of the scope's visible native tools (built now if need be)."""
-        ...
-
-    def ensure_ready(self, scope: Scope) -> None:
-        """Build the scope's SDK now (blocking) unless it is built already."""
-        ...
-
-    async def prepare(self, scope: Scope) -> None:
-        """Wait, off the event loop, until the scope's SDK is built."""
-        ...
-
-    async def resume(self, scope: Scope, token: str, answer: ApprovalAnswer) -> ToolResult:
-        """Run a suspended program again, answering the pending call with ``answer``."""
-        ...
-
-    @property
-    def revision(self) -> int:
-        """Changes whenever an SDK finishes building."""
-        ...
-
-
-class ScopeTree:
-    """What every scope of one runtime shares. Created by the runtime, read by scopes."""
-
-    def __init__(
-        self,
-        *,
-        default_mode: Mode,
-        approver: Approver | None,
-        profile: Profile,
-        limits: Limits,
-        max_parallel_calls: int,
-        changed: Callable[[Scope], None],
-        lifetime: Lifetime,
-    ) -> None:
-        self.default_mode = default_mode
-        self.approver = approver
-        self.profile = profile
-        self.limits = limits
-        self.max_parallel_calls = max_parallel_calls
-        self.listeners = Listeners()
-        self.version = 0
-        self.code_mode: CodeModeHooks | None = None
-        self.lifetime = lifetime
-        self._changed = changed
-        self._held = 0
-        self._pending: list[Scope] = []
-
-    def changed(self, scope: Scope) -> None:
-        self.version += 1
-        if self._held:
-            if not any(s is scope for s in self._pending):
-                self._pending.append(scope)
-            return
-        self._changed(scope)
-
-    @contextmanager
-    def batch(self) -> Iterator[None]:
-        """Hold ``tools/change`` until the outermost batch ends: one per changed scope."""
-        self._held += 1
-        try:
-            yield
-        finally:
-            self._held -= 1
-            if not self._held:
-                pending, self._pending = self._pending, []
-                for scope in pending:
-                    self._changed(scope)
-
-
 class Scope:
     """A node in the scope tree. Create with ``runtime.scope(name)`` / ``scope.scope(name)``."""
 
-    def __init__(self, tree: ScopeTree, name: str, parent: Scope | None) -> None:
+    def __init__(self, tree: ScopeTree[Scope], name: str, parent: Scope | None) -> None:
         self._tree = tree
         self._name = name
         self._parent = parent
@@ -427,7 +349,7 @@ class Scope:
         for a native scope). ``sdk()``, ``model_tools()`` and ``run_code`` never block after."""
         await self._code_mode().prepare(self)
 
-    def _code_mode(self) -> CodeModeHooks:
+    def _code_mode(self) -> CodeModeHooks[Scope]:
         code_mode = self._tree.code_mode
         assert code_mode is not None, "the runtime installs code mode"
         return code_mode

@@ -19,7 +19,7 @@ from typing import Protocol, TypeAlias
 from ._errors import DefinitionError, NotJSONError, UsageError
 from ._json import JSON, FrozenDict, JSONLike, freeze_object
 from ._results import ContentBlock, ToolResult
-from ._schemas import SchemaValidator, compile_schema
+from ._schema import SchemaValidator, compile_schema
 from ._signals import CancelSignal
 
 __all__ = (

@@ -23,7 +23,7 @@ import ast
 import keyword
 import typing
 
-from ._typegen import TypeFragment
+from ._fragment import TypeFragment
 
 _TYPING_NAMES = frozenset(name for name in dir(typing) if not name.startswith("_"))
 _CONSTANT_TYPES = (str, int, float, bool, type(None), type(...))

@@ -21,12 +21,13 @@ import typing
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ._fragment import JSON_ALIAS, TypeFragment, rename_prefix
 from ._fragment_check import checked_fragment
 from ._fragment_service import FragmentProcess
 from ._idents import camel, ident_for_tool, tool_idents
 from ._ir import ToolIR, tool_ir
 from ._render import render_module, render_stub
-from ._typegen import JSON_ALIAS, TypeFragment, build_fragment, rename_prefix
+from ._typegen import build_fragment
 from ._types import Sdk, ToolSpec
 
 # Up to this many tools, a warm SDK is assembled in the calling process (about 2 ms for

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._dialect import closed_object, modern
+from ._fragment import TypeFragment
 from ._idents import property_idents
 from ._render_types import one_line
-from ._typegen import TypeFragment
 from ._types import ParamBinding, ToolBinding, ToolSpec
 
 # Constraints a type annotation cannot say, in the order they are listed.

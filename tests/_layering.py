@@ -1,10 +1,14 @@
 """Shared by the layering tests: a package's modules, their imports (including under
-``TYPE_CHECKING``, inside functions and through ``importlib.import_module``), cycles, and
-reads of another module's private attributes."""
+``TYPE_CHECKING``, inside functions and through ``importlib.import_module``), cycles,
+reads of another module's private attributes, and the groups docs/architecture.md heads a
+package's module list with."""
 
 from __future__ import annotations
 
 import ast
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,3 +130,90 @@ def private_definitions(tree: ast.Module) -> set[str]:
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             names.add(node.value)  # object.__setattr__(self, "_x", ...) and slot strings
     return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+@dataclass(frozen=True)
+class Group:
+    """One ``####`` heading of a package's ``### Layers`` list in docs/architecture.md and
+    the modules under it, bottom first (full names: ``ptc._schema._checks``)."""
+
+    title: str
+    folder: str | None
+    """The subpackage the group is (``ptc._schema`` for a heading naming `` `_schema/` ``)."""
+    entry: str | None
+    """The one module the rest of the package imports the group through (``entry `x` ``)."""
+    modules: tuple[str, ...]
+
+    def holds(self, module: str) -> bool:
+        """Whether ``module`` lies in the group's folder (the folder's ``__init__`` too)."""
+        return self.folder is not None and (
+            module == self.folder or module.startswith(self.folder + ".")
+        )
+
+
+def documented_groups(section: str, package: str) -> list[Group]:
+    """The groups of the ``### Layers`` list under the ``## {section}`` heading of
+    docs/architecture.md, bottom first; ``__init__`` there is the package itself."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    body = text.split(f"\n## {section}", 1)[1].split("\n## ", 1)[0]
+    body = body.split("\n### Layers", 1)[1].split("\n### ", 1)[0]
+    chunks = re.split(r"^#### ", body, flags=re.M)
+    assert not re.search(r"^\d+\. `", chunks[0], flags=re.M), "a module listed before any group"
+
+    def full(name: str) -> str:
+        return package if name == "__init__" else f"{package}.{name}"
+
+    groups = []
+    for chunk in chunks[1:]:
+        heading, _, listed = chunk.partition("\n")
+        folder = re.search(r"`([\w.]+)/`", heading)
+        entry = re.search(r"entry `([\w.]+)`", heading)
+        groups.append(
+            Group(
+                title=heading.split(" — ")[0].strip(),
+                folder=full(folder.group(1)) if folder else None,
+                entry=full(entry.group(1)) if entry else None,
+                modules=tuple(
+                    full(name) for name in re.findall(r"^\d+\. `([\w.]+)`", listed, flags=re.M)
+                ),
+            )
+        )
+    return groups
+
+
+def folder_problems(
+    groups: list[Group], modules: Iterable[str], subpackages: set[str]
+) -> list[str]:
+    """How the groups differ from the folders: each subpackage is the folder of exactly one
+    group, holding all of the folder's modules and, besides them, at most its entry."""
+    problems = []
+    folders = [g.folder for g in groups if g.folder is not None]
+    if sorted(folders) != sorted(subpackages):
+        problems.append(f"group folders {sorted(folders)} != subpackages {sorted(subpackages)}")
+    for group in groups:
+        if group.folder is None:
+            continue
+        inside = {m for m in modules if group.holds(m)}
+        missing = inside - set(group.modules)
+        if missing:
+            problems.append(f"{group.title}: {sorted(missing)} are in its folder, not its list")
+        strays = {m for m in group.modules if not group.holds(m) and m != group.entry}
+        if strays:
+            problems.append(f"{group.title}: {sorted(strays)} are outside its folder")
+    return problems
+
+
+def entry_problems(groups: list[Group], graph: Mapping[str, Iterable[str]]) -> list[str]:
+    """Imports that enter a group other than through its entry (groups with an entry only)."""
+    problems = []
+    for group in groups:
+        if group.entry is None:
+            continue
+        private = set(group.modules) - {group.entry}
+        for module, imported in sorted(graph.items()):
+            if module in group.modules:
+                continue
+            entered = private & set(imported)
+            if entered:
+                problems.append(f"{module} imports {sorted(entered)} of {group.title}")
+    return problems

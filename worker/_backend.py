@@ -126,7 +126,7 @@ class SubprocessBackend(WorkerBackend):
                 cpu_ms = child.cpu_ms_now() if child.pid > 0 else 0.0
                 if cpu_ms is None:  # already reaped: its keeper's exit report is on its way
                     with anyio.move_on_after(EXIT_REPORT_S), contextlib.suppress(WorkerError):
-                        await child.wait_exit()
+                        await child.keeper.wait_exit()
                 loop.cpu_ms = cpu_ms or 0.0
             await self._pool.release(child, finished=finished)
         timing_mark("returned")

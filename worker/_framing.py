@@ -6,7 +6,7 @@ UTF-8 and lengths over :data:`MAX_FRAME_BYTES` with :class:`ProtocolError`, then
 object to a validator (the message schemas live in ``_messages``; this module does not
 know them).
 
-Who uses what: the host decodes child frames with :class:`FrameDecoder` (``_child_handle``)
+Who uses what: the host decodes child frames with :class:`FrameDecoder` (``_run_channel``)
 and sends with :func:`encode` (``_runloop``); the child sends with :func:`encode` and reads
 with the blocking :class:`FrameReader` (``_child._transport``); :func:`json_problem` checks
 program results and call arguments in the child and in the in-process fake backend.

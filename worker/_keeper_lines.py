@@ -19,8 +19,8 @@ host -> keeper::
                                                 at most once, when the host takes the child
 
 Each line is a frozen value object here; both ends write with ``to_line()`` (the keeper in
-``_containment``, the zygote's fork failure in ``_zygote``, the host's request in
-``_child_handle``) and read with :class:`KeeperLineDecoder` / :func:`parse_limits_request`.
+``_keeper``, the zygote's fork failure in ``_zygote``, the host's request in
+``_keeper_channel``) and read with :class:`KeeperLineDecoder` / :func:`parse_limits_request`.
 Anything malformed is a :class:`WorkerError`, never a ``KeyError`` or JSON error. Standard
 library only: the zygote and the keeper import it.
 """

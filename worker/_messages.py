@@ -11,7 +11,7 @@ Child -> host: ``ready call stdout log done``; host -> child: ``sdk start result
 *order* (ready first, nothing after done, increasing call ids) is the host's run loop's
 job (``_runloop``); this module checks each frame alone.
 
-Used by the host on every child frame (``_child_handle``) and by the child on every host
+Used by the host on every child frame (``_run_channel``) and by the child on every host
 frame (``_child._transport``), so it imports only the standard library.
 """
 

@@ -214,7 +214,7 @@ class ChildPool:
                 enforcement["memory"] = Enforcement(
                     level="partial", mechanism="RLIMIT_AS", gap="could not write cgroup limit"
                 )
-        ack = await child.apply_limits(
+        ack = await child.keeper.apply_limits(
             LimitsRequest(
                 cpu_seconds=key.cpu_seconds,
                 memory_mib=key.memory_mib,
@@ -325,7 +325,8 @@ class ChildPool:
                 self._retire(entry)
                 raise
             child = entry.child
-            if entry.error is None and child.ready and child.exit is None and not child.closed:
+            alive = child.ready and child.keeper.exit is None and not child.closed
+            if entry.error is None and alive:
                 return child, entry.enforcement
             await child.close(self.janitor)
         if self._pool:

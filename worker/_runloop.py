@@ -129,7 +129,7 @@ class RunLoop:
         return f"wall clock limit of {wall:g} s exceeded"
 
     def _stats(self, child: ChildHandle | None) -> RunStats:
-        report = child.exit if child is not None else None
+        report = child.keeper.exit if child is not None else None
         cpu_ms = float(report.cpu_ms) if report else self.cpu_ms
         peak = self.peak_memory_kib or (report.maxrss_kib if report else 0)
         return RunStats(
@@ -168,9 +168,9 @@ class RunLoop:
                     try:
                         # Written at once when the socket takes it (a program and a
                         # pre-loaded SDK's start frame usually does): no event-loop round.
-                        sent = child.send_nowait(data)
+                        sent = child.channel.send_nowait(data)
                         if sent < len(data):
-                            await child.send(data[sent:])
+                            await child.channel.send(data[sent:])
                         timing_mark("start")
                         kill = await self._frames(child, tg)
                     except (anyio.BrokenResourceError, OSError):
@@ -194,7 +194,7 @@ class RunLoop:
             self._scope.cancel()
 
     async def _frames(self, child: ChildHandle, tg: anyio.abc.TaskGroup) -> Kill | None:
-        """Handle the child's frames as they come (see :meth:`ChildHandle.push_frames`)
+        """Handle the child's frames as they come (see :meth:`RunChannel.push_frames`)
         until a kill or the end of the stream."""
         kill: list[Kill] = []
 
@@ -206,7 +206,7 @@ class RunLoop:
             return True
 
         try:
-            stopped = await child.push_frames(handle)
+            stopped = await child.channel.push_frames(handle)
         except ProtocolError as exc:
             return ("protocol", exc.detail)
         if stopped:
@@ -230,7 +230,7 @@ class RunLoop:
                 if call["id"] <= self.last_id:
                     return ("protocol", f"call id {call['id']} does not increase")
                 self.last_id = call["id"]
-                problem = _arguments_problem(call["arguments"], child.frame_bytes_bound)
+                problem = _arguments_problem(call["arguments"], child.channel.frame_bytes_bound)
                 if problem is not None:
                     return ("protocol", f"call {call['id']}: {problem}")
                 scrub_surrogates(call)
@@ -325,24 +325,24 @@ class RunLoop:
             if not self._send_lock.locked():
                 # Nobody else is sending: write what the socket takes now, without an
                 # event-loop round; only a remainder waits (under the lock, in order).
-                data = data[child.send_nowait(data) :]
+                data = data[child.channel.send_nowait(data) :]
                 if not data:
                     return
             async with self._send_lock:
-                await child.send(data)
+                await child.channel.send(data)
 
     async def _death(self, child: ChildHandle) -> Kill:
         """The child's channel closed without ``done``: find out why it died."""
         broken = ""
         with anyio.move_on_after(DEATH_REPORT_S):
             try:
-                await child.wait_exit()
+                await child.keeper.wait_exit()
             except WorkerError as exc:
                 broken = f" (the keeper broke its protocol: {exc})"
         limits = self.request.limits
         if child.cgroups.oom_killed():
             return ("memory-limit", f"killed at the memory limit of {limits.memory_mib} MiB")
-        report = child.exit
+        report = child.keeper.exit
         if report is None:
             return ("worker-exit", f"the child exited without an exit status{broken}")
         if report.cpu_limit:

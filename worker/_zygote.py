@@ -40,7 +40,7 @@ ALLOWED_MODULES: tuple[str, ...] = tuple(
 PRELOAD: tuple[str, ...] = (
     "worker._child",
     "worker._child._restricted",  # imported by the child only for the restricted profile
-    "worker._containment",
+    "worker._keeper",
     "RestrictedPython",
     "traceback",
     "linecache",
@@ -92,7 +92,7 @@ def _reap() -> None:
 
 
 def _spawn(msg: dict[str, Any], fds: list[int], static: dict[str, Any]) -> None:
-    from . import _containment
+    from ._keeper import keeper_main
 
     if len(fds) != 2:
         return
@@ -109,7 +109,7 @@ def _spawn(msg: dict[str, Any], fds: list[int], static: dict[str, Any]) -> None:
             os.close(fd)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        _containment.keeper_main(cfg, fds[0], fds[1])
+        keeper_main(cfg, fds[0], fds[1])
 
 
 def _read_module(fd: int) -> str | None:
@@ -134,12 +134,13 @@ def _compile(module: object) -> None:
 
 
 def main(control_fd: int) -> None:
-    from . import _containment, _seccomp
+    from . import _seccomp
+    from ._syscalls import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, prctl
 
-    _containment.prctl(_containment.PR_SET_PDEATHSIG, signal.SIGKILL)
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() == 1:  # the host died before we set the death signal
         return
-    _containment.prctl(_containment.PR_SET_CHILD_SUBREAPER, 1)
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
     _preload()
     with contextlib.suppress(OSError, RuntimeError, ValueError):
         _seccomp.prepare()  # built once; each child reports what it could not apply itself

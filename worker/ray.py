@@ -12,7 +12,7 @@ so containment, limits, the kill and the enforcement report are exactly the loca
 worker's on that node; ``RunOutcome.stats.node`` and every ``Enforcement.node`` name it
 (``"<ray node id>@<node address>"``). A program's tool calls travel back to the host,
 whose ``on_calls`` handler (ptc's pipeline) decides them: policy never runs on a node.
-Runs go to the node with the most free capacity (see :mod:`worker._ray_nodes`).
+Runs go to the node with the most free capacity (see :mod:`worker._ray._nodes`).
 
 What crosses the cluster is JSON text: the run request (program, SDK module, profile,
 limits), the call batches and their replies, output, log records and the outcome. Ray
@@ -43,9 +43,9 @@ import ray
 
 from ._abc import CallHandler, StdoutListener, WorkerBackend
 from ._errors import WorkerError
-from ._ray_nodes import NodePool, RayNode
-from ._ray_run import NodeLost, RemoteRun
-from ._ray_wire import encode_containment
+from ._ray._nodes import NodePool, RayNode
+from ._ray._run import NodeLost, RemoteRun
+from ._ray._wire import encode_containment
 from ._types import DIMENSIONS, Containment, Dimension, Enforcement, RunOutcome, RunRequest
 
 __all__ = ("RayBackend", "RayNode")

@@ -1,18 +1,27 @@
 """The design rules of section 0 for ``ptc``: its modules form a one-way stack (no cycle
 even through ``TYPE_CHECKING`` or function-level imports), no module reaches into another
 module's private attributes, nothing imports ``benchmarks`` or ``tests``, ``import ptc``
-never reaches an optional integration, and the architecture doc lists the real order.
+never reaches an optional integration, the architecture doc lists the real order, and its
+groups are the folders: each subpackage is a group, entered only through its entry.
 """
 
 from __future__ import annotations
 
-import re
+import dataclasses
 
 import pytest
 
-from tests._layering import ROOT, Package, find_cycle, without_face
+from tests._layering import (
+    Package,
+    documented_groups,
+    entry_problems,
+    find_cycle,
+    folder_problems,
+    without_face,
+)
 
 PTC = Package("ptc")
+GROUPS = documented_groups("The host side (ptc)", "ptc")
 
 
 def test_the_modules_of_ptc_form_a_one_way_stack() -> None:
@@ -46,15 +55,27 @@ def test_no_module_reaches_into_another_modules_private_attributes() -> None:
 
 def test_the_layer_list_in_the_architecture_doc_is_the_real_order() -> None:
     """docs/architecture.md lists ptc's modules bottom first; each imports only earlier ones."""
-    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    section = text.split("## The host side (ptc)", 1)[1].split("\n## ", 1)[0]
-    section = section.split("### Layers", 1)[1].split("\n### ", 1)[0]
-    listed = [
-        "ptc" if name == "__init__" else f"ptc.{name}"
-        for name in re.findall(r"^\d+\. `([\w.]+)`", section, flags=re.M)
-    ]
+    listed = [module for group in GROUPS for module in group.modules]
     graph = PTC.graph()
     assert sorted(listed) == sorted(graph)
     for position, module in enumerate(listed):
         later = graph[module] - set(listed[:position])
         assert not later, f"{module} imports {sorted(later)}, listed after it"
+
+
+def test_every_subpackage_is_a_group_of_the_doc_holding_its_modules() -> None:
+    assert {"ptc._schema", "ptc._cli", "ptc.mcp", "ptc.examples"} <= PTC.packages
+    assert folder_problems(GROUPS, PTC.trees, PTC.packages - {"ptc"}) == []
+
+
+def test_a_group_is_imported_from_outside_only_through_its_entry() -> None:
+    assert entry_problems(GROUPS, PTC.graph()) == []
+
+
+def test_the_group_rules_would_catch_a_breach() -> None:
+    schema = next(g for g in GROUPS if g.folder == "ptc._schema")
+    assert entry_problems(GROUPS, {"ptc._tools": {"ptc._schema._checks"}})
+    assert not entry_problems(GROUPS, {"ptc._tools": {"ptc._schema"}})
+    moved_out = dataclasses.replace(schema, modules=schema.modules[1:])
+    assert folder_problems([moved_out], PTC.trees, {"ptc._schema"})
+    assert folder_problems(GROUPS, PTC.trees, PTC.packages - {"ptc"} | {"ptc._new"})

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ptc
-from ptc._schema_checks import MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH
-from ptc._schemas import compile_schema
+from ptc._schema._checks import MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH
+from ptc._schema._validator import compile_schema
 from tests._typing import data
 
 DRAFT_04 = "http://json-schema.org/draft-04/schema#"

@@ -24,7 +24,7 @@ from worker import Containment, Limits, RunOutcome, RunRequest
 from worker._backend import SubprocessBackend
 from worker._cgroups import RunCgroups
 from worker._child_handle import ChildHandle
-from worker._containment import EXIT_CPU_LIMIT
+from worker._confine import EXIT_CPU_LIMIT
 from worker._keeper_lines import ExitReport, Hello
 from worker._runloop import RunLoop
 

@@ -16,8 +16,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tests.security._support import run
-from worker import Containment, Limits
-from worker import _containment as containment
+from worker import Containment, Limits, _scratch, _syscalls
 from worker._backend import SubprocessBackend
 
 pytestmark = pytest.mark.anyio
@@ -82,12 +81,12 @@ def _tmpfs_as_nobody(scratch: str) -> dict[str, object]:
     os.setgroups([])
     os.setresgid(65534, 65534, 65534)
     os.setresuid(65534, 65534, 65534)
-    containment.unshare(containment.CLONE_NEWUSER | containment.CLONE_NEWNS)
-    containment.map_own_ids(65534, 65534)
-    error = containment.mount_scratch(scratch, 1, uid=65534, gid=65534)
+    _syscalls.unshare(_syscalls.CLONE_NEWUSER | _syscalls.CLONE_NEWNS)
+    _syscalls.map_own_ids(65534, 65534)
+    error = _scratch.mount_scratch(scratch, 1, uid=65534, gid=65534)
     if error:
         return {"mount": error}
-    resized = containment.resize_scratch(scratch, 4)
+    resized = _scratch.resize_scratch(scratch, 4)
     written = 0
     try:
         with open(os.path.join(scratch, "f"), "wb") as fh:
@@ -127,4 +126,4 @@ def test_the_quota_works_unprivileged_in_a_user_namespace() -> None:
 
 def test_map_own_ids_refuses_root() -> None:
     with pytest.raises(OSError, match="refusing to map root"):
-        containment.map_own_ids(0, 0)
+        _syscalls.map_own_ids(0, 0)

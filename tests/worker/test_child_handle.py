@@ -98,8 +98,8 @@ async def test_a_handshake_reads_hello_then_ready(
 async def test_limits_are_applied_through_the_keeper(fake: Fake) -> None:
     fake.keeper.sendall(LimitsAck(applied=True, error="", cpu_limit_s=7).to_line())
     request = LimitsRequest(cpu_seconds=5, memory_mib=64, scratch_mib=16)
-    ack = await fake.handle.apply_limits(request)
-    assert ack.applied and fake.handle.cpu_limit_s == 7.0
+    ack = await fake.handle.keeper.apply_limits(request)
+    assert ack.applied and fake.handle.keeper.cpu_limit_s == 7.0
     assert fake.keeper.recv(100) == b'{"cpu_seconds":5,"memory_mib":64,"scratch_mib":16}\n'
 
 
@@ -117,23 +117,23 @@ async def test_limits_not_applied_say_why_and_never_raise(
     fake.keeper.sendall(keeper_says)
     fake.keeper.shutdown(socket.SHUT_WR)
     request = LimitsRequest(cpu_seconds=5, memory_mib=64, scratch_mib=16)
-    ack = await fake.handle.apply_limits(request)
+    ack = await fake.handle.keeper.apply_limits(request)
     assert not ack.applied and why in ack.error
-    assert fake.handle.cpu_limit_s == 0.0
+    assert fake.handle.keeper.cpu_limit_s == 0.0
 
 
 async def test_the_exit_report_is_kept(fake: Fake) -> None:
     report = ExitReport(status=9, cpu_ms=3.5, maxrss_kib=100)
     fake.keeper.sendall(LimitsAck(applied=False, error="x", cpu_limit_s=0).to_line())
     fake.keeper.sendall(report.to_line())
-    assert await fake.handle.wait_exit() == report
-    assert fake.handle.exit == report
+    assert await fake.handle.keeper.wait_exit() == report
+    assert fake.handle.keeper.exit == report
 
 
 async def test_a_keeper_that_breaks_its_protocol_is_a_worker_error(fake: Fake) -> None:
     fake.keeper.sendall(b'{"exit": "no"}\n')
     with pytest.raises(WorkerError):
-        await fake.handle.wait_exit()
+        await fake.handle.keeper.wait_exit()
     await fake.handle.close()  # and closing still works
     assert fake.handle.closed
 
@@ -143,11 +143,11 @@ async def test_frames_are_read_as_they_come_and_the_socket_is_unregistered_on_cl
 ) -> None:
     import asyncio
 
-    fd = fake.handle._raw.fileno()  # which fd the loop watches
+    fd = fake.handle.channel._raw.fileno()  # which fd the loop watches
     got: list[object] = []
 
     async def read() -> None:
-        got.append(await fake.handle.next_frame())
+        got.append(await fake.handle.channel.next_frame())
 
     for n in range(3):  # each read finds nothing and waits for readiness
         async with anyio.create_task_group() as tg:
@@ -164,11 +164,11 @@ async def test_frames_are_read_as_they_come_and_the_socket_is_unregistered_on_cl
 async def test_readiness_nobody_waits_for_does_not_spin_the_loop(fake: Fake) -> None:
     import asyncio
 
-    fd = fake.handle._raw.fileno()
+    fd = fake.handle.channel._raw.fileno()
     async with anyio.create_task_group() as tg:
 
         async def read() -> None:
-            await fake.handle.next_frame()
+            await fake.handle.channel.next_frame()
 
         tg.start_soon(read)
         await anyio.sleep(0.01)
@@ -178,7 +178,7 @@ async def test_readiness_nobody_waits_for_does_not_spin_the_loop(fake: Fake) -> 
     for _ in range(5):
         await anyio.sleep(0.005)
     assert asyncio.get_running_loop().remove_reader(fd) is False
-    assert await fake.handle.next_frame() == {"type": "stdout", "data": "unread"}
+    assert await fake.handle.channel.next_frame() == {"type": "stdout", "data": "unread"}
 
 
 async def test_pushed_frames_reach_the_handler_until_it_stops_or_the_stream_ends(
@@ -186,7 +186,7 @@ async def test_pushed_frames_reach_the_handler_until_it_stops_or_the_stream_ends
 ) -> None:
     import asyncio
 
-    fd = fake.handle._raw.fileno()
+    fd = fake.handle.channel._raw.fileno()
     seen: list[object] = []
 
     def until_done(frame: dict[str, object]) -> bool:
@@ -197,20 +197,20 @@ async def test_pushed_frames_reach_the_handler_until_it_stops_or_the_stream_ends
     fake.run.sendall(
         encode({"type": "stdout", "data": "a"}) + encode({"type": "stdout", "data": "b"})
     )
-    assert await fake.handle.next_frame() == {"type": "stdout", "data": "a"}
+    assert await fake.handle.channel.next_frame() == {"type": "stdout", "data": "a"}
     fake.run.sendall(
         encode({"type": "stdout", "data": "c"})
         + encode({"type": "stdout", "data": "stop"})
         + encode({"type": "stdout", "data": "never"})
     )
-    assert await fake.handle.push_frames(until_done) is True
+    assert await fake.handle.channel.push_frames(until_done) is True
     assert seen == ["b", "c", "stop"]
     assert asyncio.get_running_loop().remove_reader(fd) is False  # unregistered at the end
 
     fake.run.sendall(encode({"type": "stdout", "data": "d"}))
     fake.run.shutdown(socket.SHUT_WR)
     seen.clear()
-    assert await fake.handle.push_frames(until_done) is False  # the end of the stream
+    assert await fake.handle.channel.push_frames(until_done) is False  # the end of the stream
     assert seen == ["d"]  # what came after a stop was dropped: the stream was done
 
 
@@ -219,7 +219,7 @@ async def test_a_malformed_pushed_frame_raises_in_the_waiting_task(fake: Fake) -
 
     fake.run.sendall(b"\x00\x00\x00\x05{nope")
     with pytest.raises(ProtocolError, match="JSON"):
-        await fake.handle.push_frames(lambda frame: True)
+        await fake.handle.channel.push_frames(lambda frame: True)
 
 
 async def test_pulled_frames_reach_the_handler_until_it_stops_or_the_stream_ends(
@@ -235,8 +235,8 @@ async def test_pulled_frames_reach_the_handler_until_it_stops_or_the_stream_ends
     fake.run.sendall(
         encode({"type": "stdout", "data": "a"}) + encode({"type": "stdout", "data": "stop"})
     )
-    assert await fake.handle.pull_frames(until_done) is True
+    assert await fake.handle.channel.pull_frames(until_done) is True
     fake.run.sendall(encode({"type": "stdout", "data": "b"}))
     fake.run.shutdown(socket.SHUT_WR)
-    assert await fake.handle.pull_frames(until_done) is False
+    assert await fake.handle.channel.pull_frames(until_done) is False
     assert seen == ["a", "stop", "b"]

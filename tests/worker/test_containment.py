@@ -17,10 +17,12 @@ from worker import (
     Containment,
     Limits,
     SubprocessBackend,
-    _containment,
+    _confine,
     _enforcement,
+    _keeper,
     _landlock,
     _seccomp,
+    _syscalls,
 )
 from worker._cgroups import RunCgroups
 
@@ -102,7 +104,7 @@ async def test_per_run_rlimits_reach_a_pooled_child() -> None:
         out = await run(b, code, Limits(wall_seconds=3, cpu_seconds=2.5, memory_mib=300))
     cpu, as_, nofile, core, fsize = out.value
     # soft below hard: SIGXCPU at the soft limit names the cause (the child handles it)
-    assert cpu == [3, 3 + _containment.CPU_HARD_MARGIN_S]
+    assert cpu == [3, 3 + _keeper.CPU_HARD_MARGIN_S]
     assert as_ == [(300 + 1024) << 20] * 2
     assert nofile == [64, 64] and core == [0, 0] and fsize == [64 << 20] * 2
 
@@ -111,9 +113,9 @@ def test_readable_by_nobody_checks_every_ancestor() -> None:
     folder = tempfile.mkdtemp()
     os.chmod(folder, 0o700)
     try:
-        assert not _containment.readable_by_nobody([os.path.join(folder, "x")])
+        assert not _keeper.readable_by_nobody([os.path.join(folder, "x")])
         os.chmod(folder, 0o755)
-        assert _containment.readable_by_nobody([folder])
+        assert _keeper.readable_by_nobody([folder])
     finally:
         os.rmdir(folder)
 
@@ -151,8 +153,8 @@ def _as_nobody() -> dict[str, Any]:
     pid = os.fork()
     if pid == 0:
         try:
-            _containment.unshare(
-                _containment.CLONE_NEWUSER | _containment.CLONE_NEWNET | _containment.CLONE_NEWPID
+            _syscalls.unshare(
+                _syscalls.CLONE_NEWUSER | _syscalls.CLONE_NEWNET | _syscalls.CLONE_NEWPID
             )
             os._exit(0)
         except OSError:
@@ -198,7 +200,7 @@ def test_as_an_unprivileged_user_runs_degrade_or_fail_closed() -> None:
     assert facts["cgroups"] == []  # no cgroup writes without root
     assert facts["userns"] and facts["landlock_abi"] > 0 and facts["seccomp"]
     run_facts = facts["run"]
-    if _containment.readable_by_nobody([sys.base_prefix, sys.prefix]):
+    if _keeper.readable_by_nobody([sys.base_prefix, sys.prefix]):
         assert run_facts["ok"], run_facts
         assert run_facts["levels"]["memory"] == "partial"
         assert run_facts["levels"]["processes"] == "full"  # seccomp + pid namespace
@@ -218,7 +220,7 @@ async def test_the_child_handles_sigxcpu_and_only_its_own_exit_names_the_cpu_lim
 
 SIGKILL_STATUS = 9  # wait status of a process killed by SIGKILL
 SIGXCPU_STATUS = 24
-HANDLER_EXIT_STATUS = _containment.EXIT_CPU_LIMIT << 8
+HANDLER_EXIT_STATUS = _confine.EXIT_CPU_LIMIT << 8
 
 
 @pytest.mark.parametrize(
@@ -238,7 +240,7 @@ HANDLER_EXIT_STATUS = _containment.EXIT_CPU_LIMIT << 8
 def test_died_of_cpu_limit_needs_the_kernel_clock_and_a_limit_death(
     status: int, clock_s: float, soft_s: float, expected: bool
 ) -> None:
-    assert _containment.died_of_cpu_limit(status, clock_s=clock_s, soft_s=soft_s) is expected
+    assert _keeper.died_of_cpu_limit(status, clock_s=clock_s, soft_s=soft_s) is expected
 
 
 def test_the_cpu_clock_is_the_one_rlimit_cpu_counts() -> None:
@@ -253,7 +255,7 @@ def test_the_cpu_clock_is_the_one_rlimit_cpu_counts() -> None:
     pidfd = os.pidfd_open(proc.pid)
     try:
         select.select([pidfd], [], [], 30)
-        clock_s = _containment.cpu_clock_s(proc.pid)
+        clock_s = _syscalls.cpu_clock_s(proc.pid)
     finally:
         os.close(pidfd)
         proc.kill()

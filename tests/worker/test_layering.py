@@ -2,26 +2,30 @@
 
 Every import counts: module level, under ``TYPE_CHECKING`` and inside functions. The rules:
 no import cycle between worker's modules; ``worker`` never imports ``ptc``; the child side
-(``worker._child``) and everything it pulls in from the rest of ``worker`` import only the
-standard library and RestrictedPython, which the zygote preloads; no module reads another
-object's private attributes.
+(``worker._child``) and everything it pulls in from the rest of ``worker`` (only the group
+the architecture doc shares between host and child) import only the standard library and
+RestrictedPython, which the zygote preloads; no module reads another object's private
+attributes; the doc lists the real order, and its groups are the folders (the Ray bridge
+entered only through ``worker.ray``).
 """
 
 from __future__ import annotations
 
 import ast
-import re
 import sys
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
 import worker
+from tests._layering import documented_groups, entry_problems, folder_problems
 
 ROOT = Path(worker.__file__).parent
+GROUPS = documented_groups("The worker package", "worker")
 CHILD = "worker._child"
-CHILD_MAY_IMPORT = {"worker._types", "worker._errors", "worker._framing", "worker._messages"}
-"""The host-side modules the child loads: plain data, the framing and the frame schemas."""
+CHILD_MAY_IMPORT = set(next(g for g in GROUPS if g.title == "Shared by host and child").modules)
+"""The host-side modules the child loads (the doc's group shared by host and child): plain
+data, the framing and the frame schemas."""
 CHILD_THIRD_PARTY = {"RestrictedPython"}
 ZYGOTE_THIRD_PARTY = {"RestrictedPython", "pyseccomp"}
 """The keeper and child processes also load pyseccomp, to install the seccomp filter."""
@@ -146,8 +150,8 @@ def worker_graph() -> dict[str, set[str]]:
 def test_the_source_is_read_the_way_python_resolves_it() -> None:
     assert {"worker", CHILD, "worker._backend", "worker._child._program"} <= set(MODULES)
     assert "worker._framing" in internal("worker._child._transport")
-    assert "worker._child" in internal("worker._containment")  # a function-level import
-    assert "worker._containment" in internal("worker._zygote")
+    assert "worker._child" in internal("worker._confine")  # a function-level import
+    assert "worker._keeper" in internal("worker._zygote")
 
 
 def test_no_import_cycle_inside_worker() -> None:
@@ -217,14 +221,29 @@ def test_no_module_reads_another_objects_private_attributes() -> None:
 
 def test_the_documented_stack_is_the_real_one() -> None:
     """docs/architecture.md lists worker's modules bottom first; each imports only earlier ones."""
-    text = (ROOT.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
-    section = text.split("## The worker package", 1)[1].split("\n## ", 1)[0]
-    section = section.split("### Layers", 1)[1].split("\n### ", 1)[0]
-    listed = [
-        "worker" if name == "__init__" else f"worker.{name}"
-        for name in re.findall(r"^\d+\. `([\w.]+)`", section, flags=re.M)
-    ]
+    listed = [module for group in GROUPS for module in group.modules]
     assert sorted(listed) == sorted(MODULES)
     for position, module in enumerate(listed):
         later = internal(module) - set(listed[:position])
         assert not later, f"{module} imports {sorted(later)}, listed after it"
+
+
+def test_every_subpackage_is_a_group_of_the_doc_holding_its_modules() -> None:
+    subpackages = {m for m, path in MODULES.items() if path.name == "__init__.py"} - {"worker"}
+    assert subpackages == {CHILD, "worker._ray"}
+    assert CHILD_MAY_IMPORT == {
+        "worker._types",
+        "worker._errors",
+        "worker._framing",
+        "worker._messages",
+    }
+    assert folder_problems(GROUPS, MODULES, subpackages) == []
+
+
+def test_the_ray_bridge_is_imported_only_through_worker_ray() -> None:
+    ray = next(g for g in GROUPS if g.folder == "worker._ray")
+    assert ray.entry == "worker.ray"
+    assert entry_problems(GROUPS, worker_graph()) == []
+    graph = worker_graph()
+    graph["worker._backend"].add("worker._ray._wire")
+    assert entry_problems(GROUPS, graph)  # a breach would be found

@@ -30,7 +30,7 @@ from worker import (
     RunRequest,
     RunStats,
 )
-from worker._ray_wire import (
+from worker._ray._wire import (
     calls_event,
     decode_containment,
     decode_events,
@@ -207,7 +207,7 @@ def test_a_malformed_request_is_a_protocol_error(text: str) -> None:
 
 def test_the_node_actor_takes_and_returns_only_text() -> None:
     """Ray pickles remote arguments and results: ours are ``str`` (or nothing) throughout."""
-    from worker._ray_node import NodeService
+    from worker._ray._node import NodeService
 
     public = {
         name: fn

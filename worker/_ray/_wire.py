@@ -18,8 +18,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
 
-from ._errors import ProtocolError
-from ._types import (
+from .._errors import ProtocolError
+from .._types import (
     DIMENSIONS,
     FAILURE_KINDS,
     CallReply,

@@ -3,8 +3,8 @@ once, at definition, and gets one cached validator; every problem, with a schema
 value, is reported at once with its JSON path, values shown as JSON.
 
 At definition (:func:`compile_schema`), in this order, all problems of a stage together:
-shape (plain JSON within :data:`~ptc._schema_checks.MAX_SCHEMA_DEPTH` levels and
-:data:`~ptc._schema_checks.MAX_SCHEMA_BYTES` bytes), the declared ``$schema`` dialect, that
+shape (plain JSON within :data:`~ptc._schema._checks.MAX_SCHEMA_DEPTH` levels and
+:data:`~ptc._schema._checks.MAX_SCHEMA_BYTES` bytes), the declared ``$schema`` dialect, that
 dialect's meta-schema (a non-standard type name gets the likely intended one), local-only
 references. Validators resolve references through a registry that refuses retrieval, so no
 schema ever makes ptc touch the network or the filesystem.
@@ -22,9 +22,9 @@ from typing import Any
 from jsonschema.exceptions import ValidationError, best_match
 from referencing.exceptions import Unresolvable
 
-from ._errors import SchemaError
-from ._json import JSON
-from ._schema_checks import (
+from .._errors import SchemaError
+from .._json import JSON
+from ._checks import (
     DIALECTS,
     Problem,
     dialect_of,

@@ -1,7 +1,7 @@
 """What a schema must be before ptc builds a validator from it (DESIGN section 6).
 
 Each check returns problems as ``(path, message)`` pairs instead of raising, so that
-:func:`ptc._schemas.compile_schema` can report every problem at once:
+:func:`ptc._schema._validator.compile_schema` can report every problem at once:
 
 - :func:`shape_problems`: plain JSON, at most :data:`MAX_SCHEMA_DEPTH` levels and
   :data:`MAX_SCHEMA_BYTES` bytes; walked without recursion, so a schema nested thousands

@@ -4,7 +4,7 @@
 Containment, limits, the kill and the enforcement report are therefore exactly the local
 worker's on that node. The actor never decides policy: a program's calls are streamed to
 the host as ``calls`` events and wait for the host's replies (:meth:`NodeService.reply`).
-Everything in and out is JSON text (:mod:`worker._ray_wire`).
+Everything in and out is JSON text (:mod:`worker._ray._wire`).
 
 A run is an async generator method: it yields JSON event lists as they happen (``calls``,
 ``stdout``, ``log``) and ends with the ``outcome``. The program runs in its own asyncio
@@ -28,8 +28,9 @@ import anyio
 import ray
 
 # The package's public names only: the local backend's modules are being reorganised.
-from . import ProtocolError, SubprocessBackend, WorkerError
-from ._ray_wire import (
+from .. import ProtocolError, SubprocessBackend, WorkerError
+from .._types import CallReply, CallRequest, RunOutcome, RunRequest
+from ._wire import (
     Event,
     calls_event,
     decode_containment,
@@ -38,7 +39,6 @@ from ._ray_wire import (
     encode_events,
     outcome_event,
 )
-from ._types import CallReply, CallRequest, RunOutcome, RunRequest
 
 _CURRENT: contextvars.ContextVar[_NodeRun | None] = contextvars.ContextVar(
     "ptc_ray_run", default=None

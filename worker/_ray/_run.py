@@ -22,11 +22,12 @@ import anyio
 from anyio.abc import TaskGroup
 from ray.exceptions import RayActorError, RayError
 
-from ._abc import CallHandler, StdoutListener
-from ._errors import ProtocolError, WorkerError
-from ._output import OutputCapture
-from ._ray_nodes import Node
-from ._ray_wire import (
+from .._abc import CallHandler, StdoutListener
+from .._errors import ProtocolError, WorkerError
+from .._output import OutputCapture
+from .._types import CallRequest, FailureKind, RunOutcome, RunRequest, RunStats
+from ._nodes import Node
+from ._wire import (
     Event,
     call_requests,
     decode_events,
@@ -34,7 +35,6 @@ from ._ray_wire import (
     encode_replies,
     encode_request,
 )
-from ._types import CallRequest, FailureKind, RunOutcome, RunRequest, RunStats
 
 
 class NodeLost(WorkerError):

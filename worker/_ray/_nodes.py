@@ -25,10 +25,10 @@ import anyio
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from ._errors import ProtocolError
-from ._ray_node import NodeService
-from ._ray_wire import decode_enforcement
-from ._types import DIMENSIONS, Dimension, Enforcement
+from .._errors import ProtocolError
+from .._types import DIMENSIONS, Dimension, Enforcement
+from ._node import NodeService
+from ._wire import decode_enforcement
 
 CLOSE_TIMEOUT_S = 10.0
 LOST_RETRY_S = 60.0

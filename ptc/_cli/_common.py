@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn, cast
 
-from ._errors import PtcError
-from ._runtime import ToolRuntime
+from .._errors import PtcError
+from .._runtime import ToolRuntime
 
 __all__ = ("CliError", "Parser", "call_tools_func", "load_tools")
 

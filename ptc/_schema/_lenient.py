@@ -39,9 +39,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ._errors import SchemaError
-from ._json import JSON
-from ._schema_checks import MAX_SCHEMA_DEPTH, Path, dialect_of, format_path, size_problem
+from .._errors import SchemaError
+from .._json import JSON
+from ._checks import MAX_SCHEMA_DEPTH, Path, dialect_of, format_path, size_problem
 from ._type_names import ANY, SET_NAMES, STANDARD_TYPES, intended_type
 
 __all__ = ("lenient_schema",)

@@ -19,11 +19,11 @@ import anyio
 
 from worker import Limits
 
-from ._cli_common import CliError, call_tools_func, load_tools
-from ._json import thaw
-from ._layers import PROFILES
-from ._results import ToolResult
-from ._runtime import ToolRuntime
+from .._json import thaw
+from .._layers import PROFILES
+from .._results import ToolResult
+from .._runtime import ToolRuntime
+from ._common import CliError, call_tools_func, load_tools
 
 __all__ = ("add_parser", "main", "result_json")
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import anyio
 
-from ._cli_common import CliError, call_tools_func, load_tools
-from ._layers import MODES, PROFILES
-from ._runtime import ToolRuntime
+from .._layers import MODES, PROFILES
+from .._runtime import ToolRuntime
+from ._common import CliError, call_tools_func, load_tools
 
 __all__ = ("add_parser", "main", "parse_host_port")
 
@@ -84,7 +84,7 @@ async def _serve(
     profile: Any,
     endpoint: tuple[str, int] | None,
 ) -> None:
-    from . import mcp as ptc_mcp  # only `ptc serve` needs the MCP SDK
+    from .. import mcp as ptc_mcp  # only `ptc serve` needs the MCP SDK
 
     async with ToolRuntime(profile=profile) as runtime:
         if tools is not None:

@@ -1,0 +1,88 @@
+"""The Linux calls containment needs that ``os`` does not offer, through ctypes:
+``prctl``, ``unshare``, ``mount``, a fresh user namespace's id maps, a process's CPU clock.
+
+Used by the zygote, the keeper and the child (all in the zygote's forks); each wrapper
+raises ``OSError`` with the errno, as ``os`` would.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import time
+
+_libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+PR_SET_PDEATHSIG = 1
+PR_GET_DUMPABLE = 3
+PR_SET_DUMPABLE = 4
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_CHILD_SUBREAPER = 36
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+MS_REMOUNT = 32
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+_CPUCLOCK_PROF = 0
+
+
+def prctl(option: int, arg: int) -> None:
+    if _libc.prctl(option, arg, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def unshare(flags: int) -> None:
+    if _libc.unshare(flags) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"unshare: {os.strerror(err)}")
+
+
+def mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+    result = _libc.mount(
+        source.encode(),
+        target.encode(),
+        fstype.encode() if fstype is not None else None,
+        ctypes.c_ulong(flags),
+        data.encode() if data is not None else None,
+    )
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {target}: {os.strerror(err)}")
+
+
+def _write_proc(path: str, text: str) -> None:
+    with open(path, "w", encoding="ascii") as fh:
+        fh.write(text)
+
+
+def map_own_ids(uid: int, gid: int) -> None:
+    """In a fresh user namespace, map ``uid``/``gid`` (this process's ids outside it) to
+    themselves, one id each and nothing else, so files it creates on a filesystem mounted
+    inside the namespace have an owner. Never used for uid 0 (root's files would come under
+    the namespace's capabilities): as root the scratch is mounted before the user namespace
+    exists (see ``worker._keeper``)."""
+    if uid == 0 or gid == 0:
+        raise OSError(errno.EPERM, "refusing to map root into a child's user namespace")
+    # After a uid change the process is not dumpable and its /proc files belong to root:
+    # dumpable just long enough to write its own maps.
+    dumpable = _libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)
+    prctl(PR_SET_DUMPABLE, 1)
+    try:
+        _write_proc("/proc/self/setgroups", "deny")
+        _write_proc("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write_proc("/proc/self/gid_map", f"{gid} {gid} 1")
+    finally:
+        prctl(PR_SET_DUMPABLE, max(dumpable, 0))
+
+
+def cpu_clock_s(pid: int) -> float:
+    """CPU seconds of process ``pid`` on the clock the kernel checks RLIMIT_CPU against
+    (``CPUCLOCK_PROF``, user + system as the scheduler ticks count them)."""
+    return time.clock_gettime(((~pid) << 3) | _CPUCLOCK_PROF)
