@@ -218,8 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     stem = "mcp_hostile" + ("_quick" if args.quick else "")
     payload = {"python": sys.version.split()[0], "max_rss_kib": _maxrss(), "rows": rows}
     (out / f"{stem}.json").write_text(json.dumps(payload, indent=2) + "\n")
-    lines = ["| probe | outcome | call/mount s | loop stall ms | RSS growth MiB | next call | close s |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    columns = ["probe", "outcome", "call/mount s", "loop stall ms", "RSS growth MiB", "next call",
+               "close s"]  # fmt: skip
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for name, row in rows.items():
         took = row.get("call_s", row.get("mount_s", ""))
         lines.append(
