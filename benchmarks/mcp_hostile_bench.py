@@ -172,6 +172,8 @@ def probes(quick: bool) -> dict[str, Callable[[ptc.ToolRuntime, dict[str, Any]],
     return {
         "bad_utf8": call_probe("bad_utf8", {}),
         "blocks_1m": call_probe("blocks", {"n": int(1_000_000 * scale)}),
+        # The worst case the default limits let through to the parser: 4 MiB of tiny blocks.
+        "blocks_150k_within_bytes": call_probe("blocks", {"n": int(150_000 * scale)}),
         "text_100mb_timeout20": call_probe("text", {"mib": 100 * scale}, timeout_seconds=20),
         "never_default_mount": call_probe("never", {}),
         "image_50mb": call_probe("image", {"mib": 50 * scale}),
