@@ -153,7 +153,7 @@ class _Reader:
         except Exception as exc:  # a failure of ptc's own: the session must still hear of it
             logger.exception("reading an MCP server's stdout failed")
             self.close_session(f"reading its stdout failed: {type(exc).__name__}: {exc}")
-            raise
+            return  # the mount is lost; the server is stopped when it closes
         self.close_session(None)
 
     async def _take(self, chunk: bytes, start: int, end: int) -> None:

@@ -216,7 +216,10 @@ async def guarded(
         async with outgoing, write:
             async for message in outgoing:
                 exchange.sent(message.message)
-                await write.send(message)
+                try:
+                    await write.send(message)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    return  # the transport is gone: the session's next send fails, as it should
 
     async def receive_all() -> None:
         async with incoming_send, read:
