@@ -1,7 +1,7 @@
 """Hostile MCP peers: what one misbehaving server costs a host that mounted it (DESIGN
 section 9, "Hostile peers"). Loopback and local subprocesses only.
 
-Run: .venv/bin/python benchmarks/mcp_hostile_bench.py [--probe NAME]... [--quick]
+Run: .venv/bin/python -m benchmarks.mcp_hostile_bench [--probe NAME]... [--quick]
 Writes benchmarks/results/mcp_hostile.json and .md. Per probe: the outcome of the hostile
 call (error code and message head), its wall time, the longest event-loop stall seen by a
 heartbeat task (a 2 ms sleep in a loop; the stall is the longest gap between two wakes
@@ -29,6 +29,8 @@ import anyio
 
 import ptc
 from ptc import mcp as ptc_mcp
+
+from ._hostile_clients import http_disconnect, many_runs, stdio_ctrl_c
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTILE = ROOT / "tests" / "mcp" / "hostile_server.py"
@@ -182,6 +184,13 @@ def probes(quick: bool) -> dict[str, Callable[[ptc.ToolRuntime, dict[str, Any]],
         "tools_20k_code_close": mount_probe(f"tools={int(20_000 * scale)}", code=True),
         "name_evil_newline": mount_probe(names=["evil\n"], on_bad_schema="skip"),
         "description_quotes": mount_probe("description", code=True),
+        # After the fix the default max_tools refuses 20,000: raised, to time the close.
+        "tools_20k_max_tools_raised": mount_probe(
+            f"tools={int(20_000 * scale)}", code=True, max_tools=20_008
+        ),
+        "serve_400_runs_64mib": many_runs(int(400 * scale) or 1, 64),
+        "http_disconnect_mid_run": http_disconnect(),
+        "stdio_ctrl_c_stdin_open": stdio_ctrl_c(),
     }
 
 
@@ -201,9 +210,12 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[str, dict[str, Any]] = {}
     for name in chosen:
         # One process per probe: its memory growth is its own.
-        command = [sys.executable, __file__, "--one", name] + (["--quick"] if args.quick else [])
+        command = [sys.executable, "-m", "benchmarks.mcp_hostile_bench", "--one", name]
+        command += ["--quick"] if args.quick else []
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=args.limit)
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=args.limit, cwd=ROOT
+            )
         except subprocess.TimeoutExpired:
             rows[name] = {"outcome": f"the probe did not end within {args.limit:g} s (killed)",
                           "loop_stall_ms": "", "rss_growth_mib": ""}  # fmt: skip

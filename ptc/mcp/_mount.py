@@ -115,7 +115,7 @@ async def mount(
             raise ptc.UsageError(f"{label} must be an int")
         if count < 1:
             raise ptc.ConfigurationError(f"{label} must be at least 1, got {count!r}")
-    limits = ReplyLimits(max_reply_bytes, max_reply_blocks)
+    limits = ReplyLimits(max_reply_bytes, max_reply_blocks, max_tools)
     mounted = Mount(scope, server, prefix, timeout_seconds, on_bad_schema, limits, max_tools)
     await mounted.connect(connect_timeout_seconds)
     return mounted
@@ -472,6 +472,8 @@ def _describe(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     if isinstance(exc, MCPError) and exc.error.code == types.CONNECTION_CLOSED:
         return "the server closed the connection (did it exit? its stderr says why)"
+    if isinstance(exc, MCPError) and exc.error.code == REFUSED:
+        return exc.error.message.removeprefix(REFUSED_PREFIX)
     if isinstance(exc, FileNotFoundError):
         return f"command not found: {exc.filename or exc}"
     text = str(exc) or type(exc).__name__

@@ -30,6 +30,7 @@ __all__ = (
     "REFUSED",
     "REFUSED_PREFIX",
     "REFUSED_SCHEMA",
+    "LARGEST_SCHEMA",
     "ReadStream",
     "WriteStream",
     "Exchange",
@@ -38,10 +39,12 @@ __all__ = (
     "guarded",
     "parse_message",
     "refusal",
+    "screen_listing",
 )
 
-MAX_MESSAGE_BYTES: Final = 64 << 20
-"""The most one message other than a call's reply may take (a tool list, say)."""
+MAX_MESSAGE_BYTES: Final = 16 << 20
+"""The most one message other than a call's reply may take (a page of a tool list, say:
+1,000 tools of 16 KiB each)."""
 REFUSED: Final = -32097
 """The JSON-RPC error code of a reply ptc refused on the caller's behalf (its message says
 why); a server sending this code itself only gets a ``TOOL_ERROR`` with its message."""
@@ -50,6 +53,8 @@ REFUSED_SCHEMA: Final = "x-ptc-refused"
 """The key of the marker that stands in a listing for a schema ptc could not read (its
 value says why); the mount treats the tool as one with a bad schema."""
 _DEEPEST: Final = 200  # JSON levels the SDK's own checks of a result still serialise
+LARGEST_SCHEMA: Final = 1 << 20
+"""The largest schema a listing carries on to the SDK (ptc's own limit on a schema)."""
 _CANCELLED: Final = "notifications/cancelled"
 _MAX_IN_FLIGHT: Final = 10_000
 
@@ -60,6 +65,7 @@ class ReplyLimits:
 
     max_reply_bytes: int
     max_reply_blocks: int
+    max_tools: int
 
 
 class Exchange:
@@ -112,9 +118,9 @@ def parse_message(data: bytes | bytearray, listing: Callable[[Any], bool]) -> ty
     """One JSON-RPC message from a line of the wire; invalid UTF-8 is replaced (U+FFFD).
 
     A line nested deeper than the SDK's parser goes is read by the standard library only
-    when it answers a ``tools/list`` request (``listing(id)``): a schema too deep to use is
-    then replaced by a marker (:data:`REFUSED_SCHEMA`), so the mount reports that one tool
-    instead of losing the whole list. Raises ``ValueError`` saying why it is not a message.
+    when it answers a ``tools/list`` request (``listing(id)``), so that :func:`guarded`
+    can report its too-deep schemas tool by tool instead of losing the whole list. Raises
+    ``ValueError`` saying why it is not a message.
     """
     text = bytes(data).decode("utf-8", "replace")
     try:
@@ -136,14 +142,38 @@ def parse_message(data: bytes | bytearray, listing: Callable[[Any], bool]) -> ty
         and listing(value.get("id"))
     ):
         raise ValueError("the message is nested too deeply to read")
-    tools = value["result"].get("tools")
-    for tool in tools if isinstance(tools, list) else ():
+    return types.jsonrpc_message_adapter.validate_python(value, by_name=False)
+
+
+def screen_listing(result: dict[str, Any], max_tools: int) -> str | None:
+    """Check a ``tools/list`` page before the SDK copies and validates it on the event
+    loop: too many tools is a refusal (returned: why); a schema larger or deeper than ptc
+    could use is replaced by a marker (:data:`REFUSED_SCHEMA`, its value says why), which
+    the mount reports for that tool alone. Runs in a worker thread."""
+    tools = result.get("tools")
+    if not isinstance(tools, list):
+        return None
+    if len(tools) > max_tools:
+        listed = f"{len(tools):,} tools"
+        return f"{REFUSED_PREFIX}the server lists {listed}, over max_tools={max_tools:,}"
+    for tool in tools:
         for key in ("inputSchema", "outputSchema"):
             schema = tool.get(key) if isinstance(tool, dict) else None
-            if isinstance(schema, dict) and _deeper_than(schema, _DEEPEST):
-                why = f"nested deeper than {_DEEPEST} levels (more than the MCP SDK reads)"
+            if isinstance(schema, dict) and (why := _unusable(schema)) is not None:
                 tool[key] = {"type": "object", REFUSED_SCHEMA: why}
-    return types.jsonrpc_message_adapter.validate_python(value, by_name=False)
+    return None
+
+
+def _unusable(schema: dict[str, Any]) -> str | None:
+    try:
+        size = len(json.dumps(schema, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    except (TypeError, ValueError, RecursionError):
+        size = 0  # not JSON, or too deep to write: the depth check below, or ptc, says why
+    if size > LARGEST_SCHEMA:
+        return f"{size:,} bytes as JSON; more than the {LARGEST_SCHEMA:,} a schema may have"
+    if _deeper_than(schema, _DEEPEST):
+        return f"nested deeper than {_DEEPEST} levels (more than the MCP SDK reads)"
+    return None
 
 
 def _deeper_than(value: object, limit: int) -> bool:
@@ -224,7 +254,17 @@ async def guarded(
     async def receive_all() -> None:
         async with incoming_send, read:
             async for item in read:
-                await incoming_send.send(_checked(item, exchange))
+                method = None
+                if isinstance(item, SessionMessage) and isinstance(item.message, _REPLIES):
+                    method = exchange.answered(item.message.id)
+                item = _checked(item, method, exchange)
+                if method == "tools/list" and isinstance(item, SessionMessage):
+                    listing = item.message
+                    assert isinstance(listing, types.JSONRPCResponse)
+                    limit = exchange.limits.max_tools
+                    problem = await anyio.to_thread.run_sync(screen_listing, listing.result, limit)
+                    item = refusal(listing.id, problem) if problem else item
+                await incoming_send.send(item)
 
     async with anyio.create_task_group() as group, session_write, session_read:
         group.start_soon(send_all)
@@ -235,13 +275,18 @@ async def guarded(
             group.cancel_scope.cancel()
 
 
-def _checked(item: SessionMessage | Exception, exchange: Exchange) -> SessionMessage | Exception:
+_REPLIES = (types.JSONRPCResponse, types.JSONRPCError)
+
+
+def _checked(
+    item: SessionMessage | Exception, method: str | None, exchange: Exchange
+) -> SessionMessage | Exception:
+    """``item``, or a refusal in its place (``method``: the request it answers)."""
     if isinstance(item, Exception):
         return item
     message = item.message
-    if not isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+    if not isinstance(message, _REPLIES):
         return item
-    method = exchange.answered(message.id)
     if isinstance(message, types.JSONRPCError):
         text = message.error.message
         if message.error.code != REFUSED and REFUSED_PREFIX in text:

@@ -162,7 +162,7 @@ async def test_a_tool_list_over_max_tools_is_a_mount_error(
     agent: ptc.Scope, listed: int, options: dict[str, Any]
 ) -> None:
     limit = options.get("max_tools", 1000)
-    with pytest.raises(ptc_mcp.MountError, match=f"more than {limit:,} tools"):
+    with pytest.raises(ptc_mcp.MountError, match=f"lists [0-9,]+ tools, over max_tools={limit:,}"):
         await ptc_mcp.mount(agent, hostile(f"tools={listed}"), **options)
     assert agent.view().visible == {}
     mounted = await ptc_mcp.mount(agent, hostile(f"tools={listed}"), max_tools=listed + 8)
