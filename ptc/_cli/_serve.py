@@ -12,6 +12,7 @@ import argparse
 import ipaddress
 import math
 import shlex
+import signal
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -90,13 +91,44 @@ class _Plan:
 def main(args: argparse.Namespace) -> int:
     try:
         plan = _plan(args)
-        anyio.run(_serve, plan)
+        stopped_by = anyio.run(_serve_until_signal, plan)
     except CliError as exc:
         print(f"ptc serve: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
-    return 0
+    return 128 + stopped_by if stopped_by else 0
+
+
+async def _serve_until_signal(plan: _Plan) -> int | None:
+    """Serve until done, or until SIGINT or SIGTERM (``docker stop``): then everything is
+    cancelled in order (mounted servers stopped too) and the signal's number returned.
+
+    The signals are taken here, not left to asyncio's default Ctrl-C handling, which only
+    cancels the main task natively; a cancellation anyio delivers itself cannot be lost."""
+    stopped_by: list[int] = []
+    failed: list[CliError] = []
+    async with anyio.create_task_group() as group:
+
+        async def stop_on_signal() -> None:
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for signum in signals:
+                    stopped_by.append(signum)
+                    group.cancel_scope.cancel()
+                    return
+
+        async def serve() -> None:
+            try:
+                await _serve(plan)
+            except CliError as exc:  # one line on stderr, not an exception group
+                failed.append(exc)
+            group.cancel_scope.cancel()
+
+        group.start_soon(stop_on_signal)
+        group.start_soon(serve)
+    if failed:
+        raise failed[0]
+    return stopped_by[0] if stopped_by else None
 
 
 def _plan(args: argparse.Namespace) -> _Plan:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,14 +135,10 @@ def server(
 
         async def run() -> None:
             try:
-                if is_run:
-                    async with admission.slot(signal):
-                        result = await scope.call(
-                            params.name, params.arguments or {}, signal=signal
-                        )
-                else:
-                    result = await scope.call(params.name, params.arguments or {}, signal=signal)
-                outcome.append(result)
+                async with admission.slot(signal) if is_run else nullcontext():
+                    outcome.append(
+                        await scope.call(params.name, params.arguments or {}, signal=signal)
+                    )
             except Exception as exc:  # a host bug; the pipeline never raises for tool failures
                 logger.exception("tools/call %r failed inside ptc", params.name)
                 outcome.append(exc)
