@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import re
 import resource
 import subprocess
 import sys
@@ -78,12 +79,17 @@ def _supported(**options: Any) -> dict[str, Any]:
     return {k: v for k, v in options.items() if k in accepted}
 
 
+def _unlabelled(text: str) -> str:
+    """A message without the hostile server's command line (the same in every row)."""
+    return re.sub(r"MCP server '[^']*'(: )?", "", text)
+
+
 def _outcome(result: ptc.ToolResult | None) -> str:
     if result is None:
         return f"no answer within {BOUND:g} s"
     if result.error is None:
         return "ok" if not isinstance(result.value, str) else f"ok ({len(result.value):,} chars)"
-    return f"{result.error.code}: {result.error.message[:140]}"
+    return f"{result.error.code}: {_unlabelled(result.error.message)[:140]}"
 
 
 async def _measured(
@@ -102,7 +108,8 @@ async def _measured(
                 try:
                     await body(runtime, row)
                 except Exception as exc:  # noqa: BLE001 - the outcome of the probe
-                    row.setdefault("outcome", f"{type(exc).__name__}: {str(exc)[:160]}")
+                    text = _unlabelled(str(exc))[:160]
+                    row.setdefault("outcome", f"{type(exc).__name__}: {text}")
                 close_started = time.perf_counter()
         finally:
             if close_started is not None:
@@ -227,22 +234,31 @@ def main(argv: list[str] | None = None) -> int:
                 rows[name] = {"outcome": f"the probe failed: {done.stderr.strip()[-300:]}",
                               "loop_stall_ms": "", "rss_growth_mib": ""}  # fmt: skip
         print(f"{name:24} {json.dumps(rows[name])}", flush=True)
-    out: Path = args.out
+    write_results(rows, args.out, "mcp_hostile" + ("_quick" if args.quick else ""))
+    return 0
+
+
+def write_results(rows: dict[str, dict[str, Any]], out: Path, stem: str) -> None:
+    """``<stem>.json`` (the rows as measured) and ``<stem>.md`` (a table: the extra
+    figures of a probe go to its outcome; the server's command line is left out)."""
     out.mkdir(parents=True, exist_ok=True)
-    stem = "mcp_hostile" + ("_quick" if args.quick else "")
     payload = {"python": sys.version.split()[0], "max_rss_kib": _maxrss(), "rows": rows}
     (out / f"{stem}.json").write_text(json.dumps(payload, indent=2) + "\n")
     columns = ["probe", "outcome", "call/mount s", "loop stall ms", "RSS growth MiB", "next call",
                "close s"]  # fmt: skip
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    shown = {"call_s", "mount_s", "outcome", "loop_stall_ms", "rss_growth_mib", "next_call",
+             "close_s", "total_s"}  # fmt: skip
     for name, row in rows.items():
         took = row.get("call_s", row.get("mount_s", ""))
+        outcome = _unlabelled(str(row.get("outcome", "")))
+        extra = ", ".join(f"{k} {v}" for k, v in row.items() if k not in shown)
+        outcome += f" ({extra})" if extra else ""
         lines.append(
-            f"| {name} | {row.get('outcome', '')} | {took} | {row['loop_stall_ms']} |"
+            f"| {name} | {outcome} | {took} | {row['loop_stall_ms']} |"
             f" {row['rss_growth_mib']} | {row.get('next_call', '')} | {row.get('close_s', '')} |"
         )
     (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
-    return 0
 
 
 def _maxrss() -> int:

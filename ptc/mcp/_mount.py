@@ -431,8 +431,7 @@ class Mount:
             if error.code == REFUSED and error.message.startswith(REFUSED_PREFIX):
                 raise RuntimeError(
                     f"MCP server {label!r}: {error.message.removeprefix(REFUSED_PREFIX)}"
-                    " (the call's reply was dropped; the mount's max_reply_bytes and"
-                    " max_reply_blocks set the limits)"
+                    " (limits: mount(max_reply_bytes=, max_reply_blocks=))"
                 ) from exc
             message = f"MCP server {label!r}: error {error.code}: {error.message}"
             raise RuntimeError(message) from exc

@@ -100,12 +100,13 @@ class Exchange:
         """Why the reply to ``request_id`` (``size`` bytes, or more) is refused."""
         method = self.method(request_id)
         what = "the reply" if method is None else f"the reply to {method}"
-        size_text = f"over {size:,}" if more else f"{size:,}"
         if method == "tools/call":
             limit = f"max_reply_bytes={self.limits.max_reply_bytes:,}"
         else:
-            limit = f"{self.limit(request_id):,}"
-        return f"{REFUSED_PREFIX}{what} is {size_text} bytes, over {limit}"
+            limit = f"{self.limit(request_id):,} bytes"
+        if more:
+            return f"{REFUSED_PREFIX}{what} is over {limit} ({size:,} bytes read, the rest dropped)"
+        return f"{REFUSED_PREFIX}{what} is {size:,} bytes, over {limit}"
 
 
 def refusal(request_id: Any, reason: str) -> SessionMessage:
