@@ -71,7 +71,7 @@ def start_detached(
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:  # not asyncio: anyio's other backend
-        import trio  # type: ignore[import-not-found]
+        import trio
 
         trio.lowlevel.spawn_system_task(handle._run, fn, args, name=name)
         return handle
