@@ -101,31 +101,32 @@ def main(args: argparse.Namespace) -> int:
 
 
 async def _serve_until_signal(plan: _Plan) -> int | None:
-    """Serve until done, or until SIGINT or SIGTERM (``docker stop``): then everything is
-    cancelled in order (mounted servers stopped too) and the signal's number returned.
+    """Serve until done, or until SIGINT or SIGTERM (``docker stop``): then serving is
+    cancelled, the runtime closes in order (mounted servers and workers stopped, scratch
+    removed) and the signal's number is returned. A second signal during the close is
+    Python's default: an immediate ``KeyboardInterrupt``.
 
     The signals are taken here, not left to asyncio's default Ctrl-C handling, which only
     cancels the main task natively; a cancellation anyio delivers itself cannot be lost."""
     stopped_by: list[int] = []
     failed: list[CliError] = []
+    stop = anyio.CancelScope()  # around the serving only: the close is never cancelled
     async with anyio.create_task_group() as group:
 
         async def stop_on_signal() -> None:
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
                     stopped_by.append(signum)
-                    group.cancel_scope.cancel()
+                    stop.cancel()
                     return
 
-        async def serve() -> None:
-            try:
-                await _serve(plan)
-            except CliError as exc:  # one line on stderr, not an exception group
-                failed.append(exc)
-            group.cancel_scope.cancel()
-
         group.start_soon(stop_on_signal)
-        group.start_soon(serve)
+        try:
+            await _serve(plan, stop)
+        except CliError as exc:  # one line on stderr, not an exception group
+            failed.append(exc)
+        finally:
+            group.cancel_scope.cancel()
     if failed:
         raise failed[0]
     return stopped_by[0] if stopped_by else None
@@ -206,57 +207,62 @@ def _command(line: str) -> list[str]:
     return words
 
 
-async def _serve(plan: _Plan) -> None:
+async def _serve(plan: _Plan, stop: anyio.CancelScope) -> None:
+    async with ToolRuntime(profile=plan.profile) as runtime:
+        with stop:
+            await _serve_in(runtime, plan)
+
+
+async def _serve_in(runtime: ToolRuntime, plan: _Plan) -> None:
     from .. import mcp as ptc_mcp  # only `ptc serve` needs the MCP SDK
 
-    async with ToolRuntime(profile=plan.profile) as runtime:
-        if plan.tools is not None:
-            await call_tools_func(plan.tools, runtime)
-        scope = runtime.scope("serve")
-        scope.present_as(plan.mode)
-        servers: list[ptc_mcp.StdioServer | ptc_mcp.HttpServer] = [
-            ptc_mcp.stdio(*words) for words in plan.commands
-        ]
-        servers += [ptc_mcp.http(url) for url in plan.urls]
-        for server in servers:
-            try:
-                await ptc_mcp.mount(scope, server, timeout_seconds=plan.mount_timeout)
-            except ptc_mcp.MountError as exc:  # its message names the server
-                raise CliError(str(exc)) from exc
-            except ValueError as exc:
-                raise CliError(f"cannot mount {server.label!r}: {exc}") from exc
-        await scope.prepare()
-        listed = len(scope.model_tools())
-        natives = len(scope.view().visible) - (plan.mode != "native")
-        what = f"{natives} tools in {plan.mode} mode ({listed} listed)"
-        if plan.endpoint is None:
-            _say(f"serving {what} over stdio")
-            await ptc_mcp.serve(scope, max_concurrent_runs=plan.max_runs)
-            return
-        host, port = plan.endpoint
-
-        def ready(url: str) -> None:
-            _say(f"serving {what} over streamable HTTP at {url}")
-            if plan.no_auth:
-                _say(
-                    f"WARNING: --no-auth: anyone who reaches {url} can run programs and call"
-                    " every tool of this scope"
-                )
-
+    if plan.tools is not None:
+        await call_tools_func(plan.tools, runtime)
+    scope = runtime.scope("serve")
+    scope.present_as(plan.mode)
+    servers: list[ptc_mcp.StdioServer | ptc_mcp.HttpServer] = [
+        ptc_mcp.stdio(*words) for words in plan.commands
+    ]
+    servers += [ptc_mcp.http(url) for url in plan.urls]
+    for server in servers:
         try:
-            await ptc_mcp.serve(
-                scope,
-                "streamable-http",
-                host=host,
-                port=port,
-                ready=ready,
-                auth=plan.token,
-                allowed_hosts=plan.allowed_hosts,
-                insecure_no_auth=plan.no_auth,
-                max_concurrent_runs=plan.max_runs,
+            await ptc_mcp.mount(scope, server, timeout_seconds=plan.mount_timeout)
+        except ptc_mcp.MountError as exc:  # its message names the server
+            raise CliError(str(exc)) from exc
+        except ValueError as exc:
+            raise CliError(f"cannot mount {server.label!r}: {exc}") from exc
+    await scope.prepare()
+    listed = len(scope.model_tools())
+    natives = len(scope.view().visible) - (plan.mode != "native")
+    what = f"{natives} tools in {plan.mode} mode ({listed} listed)"
+    if plan.endpoint is None:
+        _say(f"serving {what} over stdio")
+        await ptc_mcp.serve(scope, max_concurrent_runs=plan.max_runs)
+        return
+    host, port = plan.endpoint
+
+    def ready(url: str) -> None:
+        _say(f"serving {what} over streamable HTTP at {url}")
+        if plan.no_auth:
+            _say(
+                f"WARNING: --no-auth: anyone who reaches {url} can run programs and call"
+                " every tool of this scope"
             )
-        except OSError as exc:
-            raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+
+    try:
+        await ptc_mcp.serve(
+            scope,
+            "streamable-http",
+            host=host,
+            port=port,
+            ready=ready,
+            auth=plan.token,
+            allowed_hosts=plan.allowed_hosts,
+            insecure_no_auth=plan.no_auth,
+            max_concurrent_runs=plan.max_runs,
+        )
+    except OSError as exc:
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
 
 
 def _say(line: str) -> None:

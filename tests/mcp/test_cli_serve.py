@@ -9,6 +9,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -164,7 +165,12 @@ async def test_no_auth_says_so_on_start_and_mount_timeout_bounds_calls(tmp_path:
         await stop(process)
 
 
+def scratch_dirs() -> set[str]:
+    return {n for n in os.listdir(tempfile.gettempdir()) if n.startswith("ptc-run-")}
+
+
 async def test_serve_over_streamable_http_follows_list_changed(tmp_path: Path) -> None:
+    scratch_before = scratch_dirs()
     (tmp_path / "served_tools.py").write_text(TOOLS)
     command = [sys.executable, "-m", "ptc", "serve", "served_tools:register", "--mode", "both",
                "--mount-stdio", toy_line(tmp_path), "--http", "127.0.0.1:0"]  # fmt: skip
@@ -209,6 +215,7 @@ async def test_serve_over_streamable_http_follows_list_changed(tmp_path: Path) -
             status = await process.wait()
         await process.aclose()
     assert status == 130
+    assert scratch_dirs() <= scratch_before  # its workers' scratch went with them
 
 
 @pytest.mark.parametrize(
