@@ -7,7 +7,7 @@ PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11 python; do \
 	&& { $$p -c 'import sys; print(sys.executable)'; break; }; done)
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint typecheck pytest pytest-ray bench clean
+.PHONY: demo test lint typecheck pytest pytest-ray bench bench-latency clean
 
 $(BIN)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: no Python >= 3.11 found on PATH" >&2; exit 1; }
@@ -44,6 +44,11 @@ test: lint typecheck pytest
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m benchmarks all
+
+# The headline figures of docs/benchmarks.md: the latency suite three times in a row, each
+# run with the host's state (load, cgroup mount options, ...): results/latency-runs.md.
+bench-latency: $(BIN)/.installed
+	$(BIN)/python -m benchmarks latency --runs 3
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

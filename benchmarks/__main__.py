@@ -4,7 +4,8 @@
 repetitions) and writes beside, not over, the committed results, under
 ``benchmarks/results/demo/`` (``make demo``). ``suite`` and ``latency`` run one suite,
 ``all`` runs both (``make bench``); the arguments after the command go to the suite(s),
-so ``python -m benchmarks suite --help`` shows the suite's own options.
+so ``python -m benchmarks suite --help`` shows the suite's own options. ``environments``
+times ``run_code`` in each simulated reference environment (root only; not in ``all``).
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from . import _stats, latency, native_vs_code
+from . import _stats, environments, latency, native_vs_code
 
-SUITES = ("suite", "latency", "all")
+SUITES = ("suite", "latency", "environments", "all")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -27,6 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     helps = {
         "suite": "the native-vs-code task suite",
         "latency": "the latency suite",
+        "environments": "run_code in each simulated reference environment (root)",
         "all": "both suites (make bench)",
     }
     for name in SUITES:
@@ -51,6 +53,8 @@ def _suites(command: str, rest: list[str]) -> int:
         status |= native_vs_code.main(rest)
     if command in ("latency", "all"):
         status |= latency.main(rest)
+    if command == "environments":
+        status |= environments.main(rest)
     return status
 
 

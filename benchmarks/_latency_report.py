@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import _stats
+from ._host import describe
 from ._latency_parts import CPU_PROGRAMS
 
 WARM = "run_code constant, warm, 50 ms apart"
@@ -89,14 +90,16 @@ def _targets(p: dict[str, _stats.Summary], facts: dict[str, Any]) -> list[list[o
     return rows
 
 
-def render(samples: dict[str, list[float]], facts: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def render(samples: dict[str, list[float]], facts: dict[str, Any],
+           machine: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     summaries = {name: _stats.summarize(values) for name, values in samples.items()}
     p50 = {name: s.median for name, s in summaries.items()}
     rows = [[name, s.count, s.median, s.p99, s.minimum, s.maximum]
             for name, s in summaries.items()]
     ratios = _ratios(p50)
     targets = _targets(summaries, facts)
-    md = ["# Latency suite\n", "All figures in ms unless stated.\n",
+    md = ["# Latency suite\n", f"Host: {describe(machine)}\n",
+          "All figures in ms unless stated.\n",
           _stats.markdown_table(["Measurement", "n", "p50", "p99", "min", "max"], rows),
           "\n## Ratios (baseline p50 / ptc p50; > 1 means ptc is faster)\n",
           _stats.markdown_table(["Baseline", "ptc", "Ratio"], ratios)]
@@ -134,4 +137,31 @@ def render(samples: dict[str, list[float]], facts: dict[str, Any]) -> tuple[str,
                                       for x in pss])]
     payload = {"summaries": {k: v.as_dict() for k, v in summaries.items()}, "samples_ms": samples,
                "facts": facts, "ratios": ratios, "targets": targets}
+    return "\n".join(md), payload
+
+
+def render_runs(payloads: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """Several runs of the suite side by side: each target's figure per run and how many
+    runs met it, the CPU per back-to-back run, and each run's host state."""
+    count = len(payloads)
+    header = ["Target", "Limit", *[f"run {i + 1}" for i in range(count)], "met in"]
+    rows: list[list[object]] = []
+    for index, target in enumerate(payloads[0]["targets"]):
+        name, _, limit = target[:3]
+        runs = [p["targets"][index] for p in payloads]
+        met = sum(run[3] == "met" for run in runs)
+        rows.append([name, limit, *[run[1] for run in runs], f"{met} of {count}"])
+    cpu = [p["facts"].get("cpu_ms_per_back_to_back_run", {}) for p in payloads]
+    ours = [sum(c.get(k, 0.0) for k in ("host", "zygote", "keepers and children")) for c in cpu]
+    rows.append(["CPU per back-to-back run: host, zygote, keepers and children", "-",
+                 *[f"{c:,.1f} ms" for c in ours], "-"])
+    rows.append(["CPU per back-to-back run: the whole machine (other tenants too)", "-",
+                 *[f"{c.get('machine', 0.0):,.1f} ms" for c in cpu], "-"])
+    hosts = [f"- run {i + 1}: {describe(p['machine'])}" for i, p in enumerate(payloads)]
+    md = ["# Latency suite, every run\n",
+          f"{count} runs, one after another. The host of each run:\n", "\n".join(hosts), "",
+          _stats.markdown_table(header, rows)]
+    payload = {"runs": [{"machine": p["machine"], "targets": p["targets"],
+                         "cpu_ms_per_back_to_back_run": p["facts"].get(
+                             "cpu_ms_per_back_to_back_run")} for p in payloads]}
     return "\n".join(md), payload

@@ -1,30 +1,39 @@
-"""An optional real model: a minimal OpenAI-compatible Chat Completions client (``urllib``).
+"""The task suite with a model behind pydantic-ai: ``python -m benchmarks suite --model
+PROVIDER:MODEL`` (for instance ``openai:gpt-5-mini`` or ``anthropic:claude-sonnet-4-5``).
 
-Never required: the suite's figures come from the scripted policies in ``_tasks``. With
-``--model NAME --base-url URL`` the same tasks run with a real model in both modes: native
-mode sends ``scope.model_tools(format="openai")``, code mode sends ``[run_code]``, and every
-tool call the model makes goes through ``scope.call``. The API key is read from the
-environment variable named by ``--api-key-env`` (default ``OPENAI_API_KEY``); an unset
-variable sends no Authorization header (local servers).
+Each task runs once per mode in a fresh runtime, as a pydantic-ai ``Agent`` whose tools are
+the scope's, through ``ptc.integrations.pydantic_ai`` (native mode: the example tools; code
+mode: ``run_code``). pydantic-ai reaches the provider and reads its key from the environment
+as it always does (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ...; install the provider's
+extra, e.g. ``pydantic-ai-slim[openai]``). Reported per task and mode: the provider's own
+token usage (input and output tokens, as pydantic-ai reads them from the responses), model
+requests (turns), the tool calls the model made and the tool bodies that ran, wall time, and
+whether the answer was right (parsed as JSON and equal to the expected answer, or else every
+expected value appears in the text). Every episode's transcript (pydantic-ai's message
+history as JSON) is written beside the results.
+
+``--model test`` runs the same loop with pydantic-ai's ``FunctionModel`` playing the suite's
+scripted model (the native policy turn by turn, the task's program in code mode): no
+network, what the tests run. Its token counts are pydantic-ai's estimates.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.to_thread
+
+import ptc
 
 from . import _stats
 from ._episodes import runtime_kwargs
+from ._tasks import Task
 
 SYSTEM_PROMPT = (
     "You answer questions with the tools provided. When done, reply with the answer only, "
@@ -32,105 +41,30 @@ SYSTEM_PROMPT = (
 )
 
 
-class ModelError(Exception):
-    """The model endpoint failed or answered something that is not a chat completion."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class ChatReply:
-    message: dict[str, Any]
-    usage: dict[str, Any]
-    request_bytes: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class ChatClient:
-    """POST ``{base_url}/chat/completions``; one call per model turn."""
-
-    base_url: str
-    model: str
-    api_key: str | None = None
-    timeout_seconds: float = 120.0
-    extra_body: dict[str, Any] = field(default_factory=dict)
-
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ChatReply:
-        body: dict[str, Any] = {"model": self.model, "messages": messages, **self.extra_body}
-        if tools:
-            body["tools"] = tools
-        data = json.dumps(body).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(self.base_url.rstrip("/") + "/chat/completions",
-                                         data=data, headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout_seconds) as response:
-                payload = json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")[:500]
-            raise ModelError(f"HTTP {exc.code} from the model endpoint: {detail}") from exc
-        except (urllib.error.URLError, TimeoutError, ValueError) as exc:
-            raise ModelError(f"model endpoint failed: {exc}") from exc
-        try:
-            message = payload["choices"][0]["message"]
-        except (KeyError, IndexError, TypeError) as exc:
-            raise ModelError(f"not a chat completion: {str(payload)[:300]}") from exc
-        return ChatReply(message=message, usage=payload.get("usage") or {}, request_bytes=len(data))
-
-
 @dataclass(frozen=True, kw_only=True)
 class ModelEpisode:
     task: str
     mode: str
     answer_text: str
-    model_turns: int
-    request_bytes_all_turns: int
-    tool_calls: int
-    prompt_tokens: int
-    completion_tokens: int
+    correct: bool
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    model_tool_calls: int
+    tools_executed: int
     wall_ms: float
+    error: str
 
 
-def _content_text(result: Any) -> str:
-    return "".join(str(b.get("text", "")) for b in result.content if b.get("type") == "text")
-
-
-async def run_model_episode(client: ChatClient, scope: Any, prompt: str, *, task: str,
-                            mode: str, max_turns: int = 12) -> ModelEpisode:
-    """Let the model solve ``prompt`` with ``scope``'s tools; every call goes through the scope."""
-    tools = scope.model_tools(format="openai")
-    messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_PROMPT},
-                                      {"role": "user", "content": prompt}]
-    turns = calls = sent = prompt_tokens = completion_tokens = 0
-    started = time.perf_counter()
-    answer = ""
-    while turns < max_turns:
-        reply = await anyio.to_thread.run_sync(client.complete, messages, tools)
-        turns += 1
-        sent += reply.request_bytes
-        prompt_tokens += int(reply.usage.get("prompt_tokens", 0))
-        completion_tokens += int(reply.usage.get("completion_tokens", 0))
-        message = reply.message
-        tool_calls = message.get("tool_calls") or []
-        messages.append({"role": "assistant", "content": message.get("content"),
-                         **({"tool_calls": tool_calls} if tool_calls else {})})
-        if not tool_calls:
-            answer = str(message.get("content") or "")
-            break
-        for tool_call in tool_calls:
-            function = tool_call.get("function", {})
-            try:
-                arguments = json.loads(function.get("arguments") or "{}")
-            except ValueError:
-                arguments = {"__unparseable__": function.get("arguments")}
-            result = await scope.call(str(function.get("name", "")), arguments)
-            calls += 1
-            messages.append({"role": "tool", "tool_call_id": tool_call.get("id", ""),
-                             "content": _content_text(result)})
-    return ModelEpisode(task=task, mode=mode, answer_text=answer, model_turns=turns,
-                        request_bytes_all_turns=sent, tool_calls=calls,
-                        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                        wall_ms=(time.perf_counter() - started) * 1000)
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("a model through pydantic-ai (optional)")
+    group.add_argument(
+        "--model",
+        default="",
+        help="PROVIDER:MODEL as pydantic-ai names it (keys from the environment), or 'test' "
+        "for pydantic-ai's FunctionModel playing the scripted model",
+    )
+    group.add_argument("--max-turns", type=int, default=12, help="model requests per episode")
 
 
 def answer_mentions(expected: Any, text: str) -> bool:
@@ -145,51 +79,174 @@ def answer_mentions(expected: Any, text: str) -> bool:
     return str(expected) in text
 
 
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("real model (optional)")
-    group.add_argument("--model", default="", help="model name for an OpenAI-compatible API")
-    group.add_argument("--base-url", default="https://api.openai.com/v1",
-                       help="API base URL (…/v1)")
-    group.add_argument("--api-key-env", default="OPENAI_API_KEY",
-                       help="environment variable holding the API key")
+def is_right(expected: Any, text: str) -> bool:
+    """The answer parsed as JSON equals the expected one, or it mentions every value."""
+    cleaned = text.strip().removeprefix("```json").removeprefix("```").removesuffix("```")
+    try:
+        if json.loads(cleaned) == expected:
+            return True
+    except ValueError:
+        pass
+    return answer_mentions(expected, text)
 
 
-def main_with_model(args: argparse.Namespace, tasks: Sequence[Any]) -> int:
-    client = ChatClient(base_url=args.base_url, model=args.model,
-                        api_key=os.environ.get(args.api_key_env) or None)
-    episodes = anyio.run(lambda: _run_all(client, tasks, runtime_kwargs(args.relaxed_containment)))
-    header = ["Task", "Mode", "Turns", "Request bytes, all turns", "Prompt tokens",
-              "Completion tokens", "Tool calls", "Wall ms", "Answer mentions expected"]
-    rows = [[e.task, e.mode, e.model_turns, e.request_bytes_all_turns, e.prompt_tokens,
-             e.completion_tokens, e.tool_calls, e.wall_ms, ok] for e, ok in episodes]
-    markdown = (f"# Native vs code mode with model `{args.model}`\n\n"
-                + _stats.markdown_table(header, rows))
-    payload = {"machine": _stats.machine_facts(), "model": args.model, "base_url": args.base_url,
-               "episodes": [{**e.__dict__, "answer_mentions_expected": ok} for e, ok in episodes]}
-    paths = _stats.write_results(f"native_vs_code_model_{_slug(args.model)}", payload, markdown,
-                                 args.out)
+def scripted_model(task: Task, mode: str, run: int = 1) -> Any:
+    """pydantic-ai's ``FunctionModel`` playing the suite's scripted model for ``task``."""
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+    )
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    policy = task.native(run)
+    state: dict[str, Any] = {"started": False, "ids": []}
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        turn = sum(isinstance(m, ModelResponse) for m in messages)
+        if mode == "code":
+            if turn == 0:
+                code = task.program(run)
+                return ModelResponse(parts=[ToolCallPart("run_code", {"code": code})])
+            return ModelResponse(parts=[TextPart(_last_return(messages))])
+        try:
+            if not state["started"]:
+                state["started"] = True
+                calls = next(policy)
+            else:
+                returns = {p.tool_call_id: p.content for m in messages[-1:]
+                           if isinstance(m, ModelRequest) for p in m.parts
+                           if isinstance(p, ToolReturnPart)}
+                calls = policy.send([_parsed(returns[i]) for i in state["ids"]])
+        except StopIteration as stop:
+            return ModelResponse(parts=[TextPart(json.dumps(stop.value))])
+        parts = [ToolCallPart(c.name, c.arguments, tool_call_id=f"t{turn}_{n}")
+                 for n, c in enumerate(calls)]
+        state["ids"] = [p.tool_call_id for p in parts]
+        return ModelResponse(parts=list(parts))
+
+    def _last_return(messages: list[ModelMessage]) -> str:
+        for message in reversed(messages):
+            if isinstance(message, ModelRequest):
+                for part in message.parts:
+                    if isinstance(part, ToolReturnPart):
+                        return str(part.content)
+        return ""
+
+    return FunctionModel(reply)
+
+
+async def run_episode(
+    model: Any, scope: ptc.Scope, task: Task, mode: str, *, max_turns: int = 12
+) -> tuple[ModelEpisode, bytes]:
+    """``task`` solved by ``model`` with the scope's tools; the episode and its transcript."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, ToolCallPart
+    from pydantic_ai.usage import UsageLimits
+
+    from ptc.integrations import pydantic_ai
+
+    executed: list[str] = []
+    dispose = scope.on("tools/result", lambda r: executed.append(r.name))
+    agent = Agent(model, toolsets=[pydantic_ai.toolset(scope)], instructions=SYSTEM_PROMPT)
+    started = time.perf_counter()
+    error, text, transcript = "", "", b"[]"
+    usage: Any = None
+    messages: list[Any] = []
+    try:
+        result = await agent.run(task.prompt, usage_limits=UsageLimits(request_limit=max_turns))
+        text, usage, messages = str(result.output), result.usage, result.all_messages()
+        transcript = result.all_messages_json()
+    except Exception as exc:  # a provider error, a limit: recorded, the suite goes on
+        error = f"{type(exc).__name__}: {exc}"
+    finally:
+        dispose()
+    wall_ms = (time.perf_counter() - started) * 1000
+    calls = sum(isinstance(p, ToolCallPart) for m in messages if isinstance(m, ModelResponse)
+                for p in m.parts)
+    episode = ModelEpisode(
+        task=task.name,
+        mode=mode,
+        answer_text=text,
+        correct=not error and is_right(task.expected(1), text),
+        requests=usage.requests if usage else 0,
+        input_tokens=usage.input_tokens if usage else 0,
+        output_tokens=usage.output_tokens if usage else 0,
+        model_tool_calls=calls,
+        tools_executed=sum(name != "run_code" for name in executed),
+        wall_ms=wall_ms,
+        error=error,
+    )
+    return episode, transcript
+
+
+def main_with_model(args: argparse.Namespace, tasks: Sequence[Task]) -> int:
+    name = "test" if args.model == "test" else args.model
+    slug = _slug(name)
+    out = Path(args.out)
+    transcripts = out / f"native_vs_code_model_{slug}_transcripts"
+    model_for: Callable[[Task, str], Any] = (
+        (lambda task, mode: scripted_model(task, mode)) if args.model == "test"
+        else (lambda task, mode: args.model)
+    )
+    kwargs = runtime_kwargs(args.relaxed_containment)
+    episodes = anyio.run(lambda: _run_all(model_for, tasks, kwargs, args.max_turns, transcripts))
+    header = ["Task", "Mode", "Requests", "Input tokens", "Output tokens",
+              "Tool calls (model / executed)", "Wall ms", "Right"]
+    rows = [[e.task, e.mode, e.requests, e.input_tokens, e.output_tokens,
+             f"{e.model_tool_calls} / {e.tools_executed}", e.wall_ms,
+             "yes" if e.correct else f"NO {e.error}".strip()] for e in episodes]
+    markdown = (f"# Native vs code mode with model `{name}` (through pydantic-ai)\n\n"
+                + _stats.markdown_table(header, rows)
+                + f"\nTranscripts: `{transcripts.name}/`.\n")
+    payload = {"machine": _stats.machine_facts(), "model": name,
+               "episodes": [asdict(e) for e in episodes]}
+    paths = _stats.write_results(f"native_vs_code_model_{slug}", payload, markdown, out)
     print(markdown)
-    print(f"results: {paths[0]} and {paths[1]}")
-    return 0
+    print(f"results: {paths[0]} and {paths[1]}; transcripts in {transcripts}")
+    return 0 if all(e.correct for e in episodes) or args.model != "test" else 1
+
+
+def _parsed(content: Any) -> Any:
+    """What the scripted model reads of a tool return: its text as JSON, else the text."""
+    try:
+        return json.loads(str(content))
+    except ValueError:
+        return str(content)
 
 
 def _slug(name: str) -> str:
     return "".join(ch if ch.isalnum() else "_" for ch in name)[:40]
 
 
-async def _run_all(client: ChatClient, tasks: Sequence[Any],
-                   kwargs: dict[str, Any]) -> list[tuple[ModelEpisode, bool]]:
+async def _run_all(model_for: Callable[[Task, str], Any], tasks: Sequence[Task],
+                   kwargs: dict[str, Any], max_turns: int,
+                   transcripts: Path) -> list[ModelEpisode]:
     from ptc.examples import build_runtime
 
-    out: list[tuple[ModelEpisode, bool]] = []
+    await anyio.Path(transcripts).mkdir(parents=True, exist_ok=True)
+    out: list[ModelEpisode] = []
     for task in tasks:
         for mode in ("native", "code"):
             # A fresh runtime per episode: job counters and caches start from zero each time.
             async with build_runtime(**kwargs) as runtime:
                 scope = runtime.scope(f"model-{mode}")
                 scope.present_as(mode)
-                _stats.progress(f"model {client.model}: {task.name} [{mode}]")
-                episode = await run_model_episode(client, scope, task.prompt, task=task.name,
-                                                  mode=mode)
-                out.append((episode, answer_mentions(task.expected(0), episode.answer_text)))
+                await scope.prepare()
+                _stats.progress(f"model: {task.name} [{mode}]")
+                await _warm(scope, mode)
+                episode, transcript = await run_episode(
+                    model_for(task, mode), scope, task, mode, max_turns=max_turns)
+                await anyio.Path(transcripts / f"{task.name}-{mode}.json").write_bytes(transcript)
+                out.append(episode)
     return out
+
+
+async def _warm(scope: ptc.Scope, mode: str) -> None:
+    """In code mode, one run before the episode: the episode does not pay the worker
+    pool's start."""
+    if mode == "code":
+        await scope.run_code("return None")

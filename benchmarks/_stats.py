@@ -6,11 +6,8 @@ charts); every JSON file carries the machine facts needed to read its figures.
 
 from __future__ import annotations
 
-import datetime
 import json
 import math
-import os
-import platform
 import statistics
 import sys
 from collections.abc import Sequence
@@ -51,12 +48,10 @@ def summarize(samples: Sequence[float]) -> Summary:
 
 
 def machine_facts() -> dict[str, Any]:
-    return {
-        "date_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-    }
+    """The host facts every result carries (:func:`benchmarks._host.host_facts`)."""
+    from ._host import host_facts
+
+    return host_facts()
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

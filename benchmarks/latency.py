@@ -1,6 +1,7 @@
 """Latency of code mode against its baselines, side by side in one run (median and p99).
 
-``python -m benchmarks.latency [--quick] [--scale F]`` (or ``python -m benchmarks latency``).
+``python -m benchmarks.latency [--quick] [--scale F] [--runs N]`` (or ``python -m benchmarks
+latency``; ``make bench-latency`` runs it three times).
 Measures: run_code returning a constant (pool warm, full containment; runs 50 ms apart and back to
 back) vs pydantic-monty's ``checkout()`` + ``feed_run("1")``, ``subprocess.run([python, "-I",
 "-c", ...])`` and smolagents' in-process ``LocalPythonExecutor``; the waterfall of a run;
@@ -11,7 +12,10 @@ CPU-bound programs in both ptc profiles vs Monty and smolagents (and plain in-pr
 event-loop stall of register, present_as, model_tools, sdk, a tool change and run_code with
 200 tools (a heartbeat task), and 200 tools registered one by one vs at once.
 Results: ``benchmarks/results/latency.{json,md}``; the performance targets
-(docs/benchmarks.md) are checked.
+(docs/benchmarks.md) are checked. Each result carries the host facts that change the figures
+(kernel, cgroup version and mount options, virtualisation, CPUs, the load average at the
+start and end of the run, Python: ``_host``); with ``--runs N``, every run's targets and
+host state side by side in ``latency-runs.{json,md}``.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import anyio
 
 import ptc
 
-from . import _stats
+from . import _host, _stats
 from ._episodes import runtime_kwargs
 from ._latency_extra import (
     monty_baselines,
@@ -60,6 +64,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--relaxed-containment", action="store_true",
                         help="do not require full containment")
     parser.add_argument("--out", type=Path, default=_stats.RESULTS_DIR, help="results directory")
+    parser.add_argument("--runs", type=int, default=1,
+                        help="run the suite this many times, one after another; the last run "
+                             "is latency.{json,md}, every run's targets and host state are "
+                             "latency-runs.{json,md} (default 1)")
     return parser
 
 
@@ -232,26 +240,44 @@ def _plain(value: Any) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    bench = Bench(0.1 if args.quick else args.scale)
-    _stats.progress("latency suite: baselines (subprocess, smolagents, in-process exec)")
-    _baselines(bench)
-    _stats.progress("latency suite: ptc runtime")
-    anyio.run(_run_suite, bench, args.relaxed_containment)
-    _stats.progress("latency suite: event-loop stalls with 200 tools")
-    bench.facts["stalls_ms"] = anyio.run(stalls, 200, args.relaxed_containment)
-    return _write(bench.samples, bench.facts, args.out)
+    if args.runs < 1:
+        _parser().error("--runs must be at least 1")
+    payloads = []
+    for index in range(args.runs):
+        # The host's state decides many figures: it is read (and shown) before each run.
+        machine = _host.host_facts()
+        _stats.progress(f"latency suite, run {index + 1} of {args.runs}, host: "
+                        + _host.describe(machine))
+        bench = Bench(0.1 if args.quick else args.scale)
+        _stats.progress("latency suite: baselines (subprocess, smolagents, in-process exec)")
+        _baselines(bench)
+        _stats.progress("latency suite: ptc runtime")
+        anyio.run(_run_suite, bench, args.relaxed_containment)
+        _stats.progress("latency suite: event-loop stalls with 200 tools")
+        bench.facts["stalls_ms"] = anyio.run(stalls, 200, args.relaxed_containment)
+        machine["load_average_at_end"] = _host.load()
+        payloads.append(_write(bench.samples, bench.facts, args.out, machine))
+    if args.runs > 1:
+        from ._latency_report import render_runs
+
+        markdown, payload = render_runs(payloads)
+        json_path, md_path = _stats.write_results(f"{RESULT_NAME}-runs", payload, markdown,
+                                                  args.out)
+        print(markdown)
+        print(f"every run: {json_path} and {md_path}")
+    return 0
 
 
 def _write(samples: dict[str, list[float]], facts: dict[str, Any], out: Path,
-           machine: dict[str, Any] | None = None) -> int:
+           machine: dict[str, Any]) -> dict[str, Any]:
     from ._latency_report import render
 
-    markdown, payload = render(samples, facts)
-    payload["machine"] = machine or _stats.machine_facts()
+    markdown, payload = render(samples, facts, machine)
+    payload["machine"] = machine
     json_path, md_path = _stats.write_results(RESULT_NAME, payload, markdown, out)
     print(markdown)
     print(f"results: {json_path} and {md_path}")
-    return 0
+    return payload
 
 
 Sampler = Callable[[], Awaitable[None]]

@@ -5,8 +5,9 @@
 round per turn, each result's content entering the context); code mode sends each task's
 program in one ``run_code`` call. Both answers are checked against the expected one; a
 wrong answer fails the run. Wall time with a model latency L is computed as measured wall +
-turns x L (the latency is simulated arithmetically, never slept). ``--model NAME --base-url
-URL`` instead runs the tasks with a real OpenAI-compatible model (see ``benchmarks/_model.py``).
+turns x L (the latency is simulated arithmetically, never slept). ``--model PROVIDER:MODEL``
+instead runs the tasks with a model through pydantic-ai and the ptc adapter (``--model test``:
+pydantic-ai's FunctionModel playing the scripted model; see ``benchmarks/_model.py``).
 """
 
 from __future__ import annotations

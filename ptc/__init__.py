@@ -10,6 +10,7 @@ from worker import FailureKind as FailureKind
 from worker import Limits as Limits
 from worker import Profile as Profile
 
+from . import content as content
 from ._body import ToolReturn as ToolReturn
 from ._body import ToolUnavailable as ToolUnavailable
 from ._decisions import Accept as Accept
@@ -40,6 +41,7 @@ from ._events import Disposer as Disposer
 from ._events import Event as Event
 from ._events import ExecuteListener as ExecuteListener
 from ._events import ExecuteNext as ExecuteNext
+from ._events import OutputListener as OutputListener
 from ._events import PostExecuteListener as PostExecuteListener
 from ._events import PreExecuteListener as PreExecuteListener
 from ._events import ResultListener as ResultListener
@@ -64,7 +66,10 @@ from ._schema import lenient_schema as lenient_schema
 from ._scopes import ChangeListener as ChangeListener
 from ._scopes import Scope as Scope
 from ._signals import CancelSignal as CancelSignal
-from ._suspensions import FileSuspensionStore as FileSuspensionStore
+from ._suspension_files import FileSuspensionStore as FileSuspensionStore
+from ._suspensions import PendingApproval as PendingApproval
+from ._suspensions import RecordedCall as RecordedCall
+from ._suspensions import Suspension as Suspension
 from ._suspensions import SuspensionStore as SuspensionStore
 from ._tools import ExecutionToken as ExecutionToken
 from ._tools import Output as Output
@@ -116,16 +121,20 @@ __all__ = (
     "ModelFormat",
     "NotJSONError",
     "Output",
+    "OutputListener",
+    "PendingApproval",
     "PostExecute",
     "PostExecuteListener",
     "PreExecuteListener",
     "Profile",
     "PtcError",
+    "RecordedCall",
     "ResultListener",
     "SchemaError",
     "Scope",
     "ScopeError",
     "ScopeRef",
+    "Suspension",
     "SuspensionError",
     "SuspensionStore",
     "ToolCall",
@@ -140,6 +149,7 @@ __all__ = (
     "ToolUnavailable",
     "ToolView",
     "UsageError",
+    "content",
     "define_tool",
     "lenient_schema",
     "tool",

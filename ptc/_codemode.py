@@ -38,11 +38,11 @@ from worker import (
     timing_mark,
 )
 
-from ._body import BodyFailure
 from ._decisions import ApprovalAnswer
 from ._errors import ClosedError, UsageError
 from ._json import JSON, FrozenDict
 from ._layers import Mode
+from ._pauses import Pauses
 from ._preflight import PreflightError, check_program
 from ._prompt import (
     RUN_CODE,
@@ -56,8 +56,8 @@ from ._results import ContentBlock, ToolResult
 from ._run import ProgramRun, fail_run
 from ._scopes import Scope, lineage, subtree
 from ._sdks import SdkBuilder, default_cache_dir
-from ._suspensions import Suspension, SuspensionStore, new_token
-from ._tools import Output, ToolContext, ToolDefinition, ToolExecution, define_tool
+from ._suspensions import Suspension, SuspensionStore
+from ._tools import Output, ToolContext, ToolDefinition, define_tool
 
 __all__ = ("CodeMode", "render_run_code")
 
@@ -108,7 +108,7 @@ class CodeMode:
         suspensions: SuspensionStore,
     ) -> None:
         self._default_mode = default_mode
-        self._suspensions = suspensions
+        self._pauses = Pauses(suspensions)
         self._containment = containment
         self._backend = backend
         self._owns_backend = False
@@ -149,6 +149,7 @@ class CodeMode:
             async def execute(arguments: FrozenDict, context: ToolContext) -> Any:
                 # The SDK, profile and limits this definition was built from, bound here.
                 started = time.monotonic()  # the wall clock runs from run_code entry
+                self._check_suspended(arguments, context)
                 return await self._execute(bound, profile, limits, arguments, context, started)
 
             stub = sdk.stub
@@ -156,6 +157,7 @@ class CodeMode:
 
             async def execute(arguments: FrozenDict, context: ToolContext) -> Any:
                 started = time.monotonic()  # waiting for the SDK counts against the wall clock
+                self._check_suspended(arguments, context)
                 _check_size(arguments)
                 built: sdkgen.Sdk | None = None
                 with anyio.move_on_after(limits.wall_seconds):
@@ -334,59 +336,31 @@ class CodeMode:
             return await run.execute(self.backend(), request)
         except RunSuspended as suspended:
             description = arguments.get("description")
-            raise await self._suspend(
-                scope,
+            raise await self._pauses.record(
+                scope.path,
                 execution,
                 code,
                 description if isinstance(description, str) else None,
                 suspended,
+                replay[1].resumes if replay is not None else 0,
             ) from None
         finally:
             self._runs.discard(run)
 
-    async def _suspend(
-        self,
-        scope: Scope,
-        execution: ToolExecution,
-        code: str,
-        description: str | None,
-        suspended: RunSuspended,
-    ) -> BodyFailure:
-        """Keep the record and describe the pause to the model and the host."""
-        now = time.time()
-        suspension = Suspension(
-            token=new_token(),
-            scope_path=scope.path,
-            call_id=execution.call_id,
-            root_call_id=execution.root_call_id,
-            code=code,
-            description=description,
-            created_at=now,
-            expires_at=now + self._suspensions.ttl_seconds,
-            calls=suspended.calls,
-            pending=suspended.pending,
-        )
-        await self._suspensions.save(suspension)
-        pending = suspended.pending
-        meta = dict(suspended.meta)
-        meta["suspension"] = {
-            "token": suspension.token,
-            "expires_at": suspension.expires_at,
-            "pending": {
-                "sub_call_id": pending.sub_call_id,
-                "name": pending.name,
-                "arguments": pending.arguments,
-                "reason": pending.reason,
-            },
-        }
-        why = f" ({pending.reason})" if pending.reason else ""
-        message = (
-            f"code run suspended: `{pending.name}` awaits a person's approval{why}. The program "
-            "was stopped before that call; when the approval is decided the host resumes it, "
-            "and the calls already made are not made again. Do not call run_code again for "
-            f"this task now.\nCaptured output:\n{suspended.output}"
-        )
-        return BodyFailure("SUSPENDED", message, meta)
+    def _check_suspended(self, arguments: FrozenDict, context: ToolContext) -> None:
+        """A ``run_code`` call whose call id paused this program in this scope (a framework
+        calling its tool again on resume) gets the same ``SUSPENDED`` result: nothing runs."""
+        scope = context.execution.scope
+        if _REPLAY.get() is None and isinstance(scope, Scope):
+            self._pauses.check(scope.path, context.execution.call_id, arguments)
+
+    def suspension(self, scope: Scope, call_id: str) -> Suspension | None:
+        """The live suspension of the ``run_code`` call ``call_id`` in ``scope``."""
+        return self._pauses.find(scope.path, call_id)
+
+    async def discard(self, scope: Scope, key: str) -> Suspension:
+        """Drop a suspended run without resuming it (by call id or token)."""
+        return await self._pauses.take(scope.path, key)
 
     async def resume(self, scope: Scope, token: str, answer: ApprovalAnswer) -> ToolResult:
         """Run a suspended program again in a fresh worker (see ``Scope.resume``)."""
@@ -394,8 +368,13 @@ class CodeMode:
             raise UsageError(f"answer must be one of {_RESUME_ANSWERS}, got {answer!r}")
         if self._closed:
             raise ClosedError("the runtime is closed")
-        suspension = await self._suspensions.take(token, scope.path)
-        replay = Replay(calls=suspension.calls, pending=suspension.pending, answer=answer)
+        suspension = await self._pauses.take(scope.path, token)  # a call id names it too
+        replay = Replay(
+            calls=suspension.calls,
+            pending=suspension.pending,
+            answer=answer,
+            resumes=suspension.resumes + 1,
+        )
         arguments: dict[str, JSON] = {"code": suspension.code}
         if suspension.description:
             arguments["description"] = suspension.description

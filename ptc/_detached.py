@@ -8,9 +8,11 @@ task of its own (asyncio: ``loop.create_task``, a reference kept until it ends; 
 system task) inside a cancel scope the starter can cancel, and sets an event when it ends.
 An exception it raises is logged, never lost and never raised into the starter.
 
-:class:`DetachedGroup` holds many such tasks, started one at a time and ended together (a
-run's nested calls): a task of its own per batch costs less than a task group's spawn,
-which matters on the nested-call hot path.
+:class:`DetachedGroup` runs many jobs in such tasks, started one at a time and ended
+together (a run's nested calls, a batch per job): a task whose job ended waits for the
+next one, so a stream of jobs costs one wake-up each rather than a task spawn (or a task
+group's) each, which matters on the nested-call hot path; jobs that overlap get tasks of
+their own.
 """
 
 from __future__ import annotations

@@ -17,25 +17,10 @@ from typing import IO, Any
 from ._decisions import DispatchLogEntry
 from ._events import Disposer
 from ._json import JSON, thaw
-from ._results import ContentBlock, ToolResult
+from ._results import DECISION_CODES, ContentBlock, ToolResult
 from ._runtime import ToolRuntime
 from ._scopes import Scope
 from ._tools import ExecutionToken, ToolExecution
-
-# Codes that are policy decisions rather than outcomes of the body.
-_DECISION_CODES = frozenset(
-    {
-        "UNKNOWN_TOOL",
-        "INVALID_ARGS",
-        "DENIED",
-        "ASK_REJECTED",
-        "ASK_CANCELLED",
-        "ASK_UNAVAILABLE",
-        "CANCELLED",
-        "ABORTED_BEFORE_DISPATCH",
-        "BLOCKED",
-    }
-)
 
 
 class EventLog:
@@ -97,7 +82,7 @@ class EventLog:
                 "root_call_id": execution.root_call_id if execution else result.call_id,
                 "tool": result.name,
                 "arguments": thaw(execution.arguments) if execution else None,
-                "decision": code if code in _DECISION_CODES else "allowed",
+                "decision": code if code in DECISION_CODES else "allowed",
                 "is_error": result.is_error,
                 "error_code": code,
                 "content": thaw(result.content),

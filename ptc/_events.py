@@ -14,6 +14,7 @@ event                      payload                     ``await next()`` returns 
 ``tools/ptc-dispatch-log`` :class:`DispatchLogEntry`   the content to log
 ``tools/result``           :class:`ToolResult`         (emit)
 ``tools/change``           the changed scope           (emit)
+``code/output``            ``{call_id, stream, text}`` (emit) a chunk of a running program's output
 =========================  ==========================  ======================================
 """
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, TypeAlias, TypeVar, cast
 
@@ -46,6 +47,8 @@ __all__ = (
     "ExecuteNext",
     "ListenerError",
     "Listeners",
+    "OUTPUT",
+    "OutputListener",
     "PostExecuteListener",
     "PreExecuteListener",
     "ResultListener",
@@ -64,6 +67,7 @@ Event: TypeAlias = Literal[
     "tools/ptc-dispatch-log",
     "tools/result",
     "tools/change",
+    "code/output",
 ]
 PRE_EXECUTE: Final = "tools/pre-execute"
 EXECUTE: Final = "tools/execute"
@@ -71,6 +75,7 @@ POST_EXECUTE: Final = "tools/post-execute"
 DISPATCH_LOG: Final = "tools/ptc-dispatch-log"
 RESULT: Final = "tools/result"
 CHANGE: Final = "tools/change"
+OUTPUT: Final = "code/output"
 EVENTS: Final[tuple[Event, ...]] = (
     PRE_EXECUTE,
     EXECUTE,
@@ -78,6 +83,7 @@ EVENTS: Final[tuple[Event, ...]] = (
     DISPATCH_LOG,
     RESULT,
     CHANGE,
+    OUTPUT,
 )
 
 
@@ -100,6 +106,10 @@ DispatchLogListener: TypeAlias = Callable[
 ]
 ResultListener: TypeAlias = Callable[[ToolResult], object]
 """A plain function or a coroutine function; awaited before ``call()`` returns."""
+OutputListener: TypeAlias = Callable[[Mapping[str, str]], object]
+"""A ``code/output`` listener: gets ``{"call_id", "stream", "text"}`` for each chunk a
+running program prints (``stream`` is ``"stdout"``: stdout and stderr interleaved); a plain
+function or a coroutine function, called in order, all before ``run_code`` returns."""
 
 # The registry stores every kind alike; the typed faces are ``runtime.on``/``scope.on``.
 AnyListener: TypeAlias = Callable[..., Any]

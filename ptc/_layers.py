@@ -15,6 +15,7 @@ from worker import Limits, Profile
 from ._errors import ConfigurationError, UsageError
 from ._json import JSON, JSONLike, thaw
 from ._policy import Guard
+from ._schema import strict_schema
 from ._tools import ToolDefinition
 
 __all__ = (
@@ -106,15 +107,28 @@ def check_code_options(profile: object, limits: object) -> None:
         raise UsageError("limits must be ptc.Limits")
 
 
-def model_spec(definition: ToolDefinition, format: ModelFormat) -> dict[str, JSON]:
+def model_spec(
+    definition: ToolDefinition, format: ModelFormat, *, strict: bool = False
+) -> dict[str, JSON]:
     """One tool as a model API wants it: name, description and input schema; ``mcp`` adds
-    ``title``, ``outputSchema``, ``annotations`` and ``_meta`` when the definition has them."""
+    ``title``, ``outputSchema``, ``annotations`` and ``_meta`` when the definition has them.
+
+    ``strict`` (``openai`` only): the schema in OpenAI strict mode (every property required,
+    optional ones nullable, no other property) and ``"strict": true``; a schema strict mode
+    cannot express is sent as it is, with ``"strict": false``."""
     name, description = definition.name, definition.description
     schema = _object(definition.input_schema)
+    if strict and format != "openai":
+        raise ConfigurationError(f"strict=True is for format='openai', not {format!r}")
     if format in ("raw", "anthropic"):
         return {"name": name, "description": description, "input_schema": schema}
     if format == "openai":
         fn: dict[str, JSON] = {"name": name, "description": description, "parameters": schema}
+        if strict:
+            rewritten = strict_schema(schema)
+            if rewritten is not None:
+                fn["parameters"] = rewritten
+            fn["strict"] = rewritten is not None
         return {"type": "function", "function": fn}
     if format == "mcp":
         return _mcp_spec(definition, schema)

@@ -36,6 +36,7 @@ from ._events import (
 from ._json import EMPTY, JSON, FrozenDict, freeze
 from ._policy import ABORTED_BEFORE_DISPATCH, Guard, Refusal, decide, post_execute, refusal_result
 from ._results import ErrorCode, ToolResult, error_result
+from ._schema import drop_optional_nulls
 from ._signals import CancelSignal
 from ._tools import RESERVED_NAME, ExecutionToken, ScopeRef, ToolDefinition, ToolExecution
 
@@ -147,8 +148,25 @@ class Call:
             call.definition = definition
             problems = definition.input_validator.problems(execution.arguments)
             if problems:
+                problems = call.drop_optional_nulls(definition)
+            if problems:
                 call.end("INVALID_ARGS", f"invalid arguments for `{name}`: " + "; ".join(problems))
         return call
+
+    def drop_optional_nulls(self, definition: ToolDefinition) -> list[str]:
+        """A ``null`` for an optional parameter whose schema does not allow it means "not
+        sent" (what a strict-mode model sends for what it leaves out): drop such ``null``s
+        and validate again; the problems of the original arguments if that does not help."""
+        arguments = self.execution.arguments
+        dropped = drop_optional_nulls(definition.input_schema, arguments)
+        if dropped is arguments:
+            return definition.input_validator.problems(arguments)
+        frozen = freeze(dropped)
+        assert isinstance(frozen, FrozenDict)
+        if definition.input_validator.problems(frozen):
+            return definition.input_validator.problems(arguments)
+        self.execution = replace(self.execution, arguments=frozen)
+        return []
 
     def end(self, code: ErrorCode, message: str) -> None:
         """End the call early: straight to the finish, skipping the waterfalls."""

@@ -37,6 +37,8 @@ class Replay:
     calls: tuple[RecordedCall, ...]
     pending: PendingApproval
     answer: ApprovalAnswer
+    resumes: int = 1
+    """How many times the program has been resumed, this time included."""
 
 
 class RunSuspended(Exception):  # noqa: N818 - an outcome, named for what it carries

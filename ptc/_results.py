@@ -11,7 +11,7 @@ from typing import Final, Literal, TypeAlias, cast, get_args
 
 from ._json import EMPTY, JSON, FrozenDict, FrozenList, JSONLike, freeze, freeze_object
 
-ErrorCode: TypeAlias = Literal[
+DecisionCode: TypeAlias = Literal[
     "UNKNOWN_TOOL",
     "INVALID_ARGS",
     "DENIED",
@@ -19,17 +19,24 @@ ErrorCode: TypeAlias = Literal[
     "ASK_CANCELLED",
     "ASK_UNAVAILABLE",
     "CANCELLED",
-    "ABORTED",
     "ABORTED_BEFORE_DISPATCH",
+    "BLOCKED",
+]
+"""The codes of a call decided against (step 1's checks, pre-execute, the approver, guards,
+the signal before dispatch, post-execute's ``Block``), not of how a body ended."""
+OutcomeCode: TypeAlias = Literal[
+    "ABORTED",
     "TIMEOUT",
     "TOOL_ERROR",
     "TOOL_UNAVAILABLE",
     "INVALID_OUTPUT",
-    "BLOCKED",
     "CODE_RUN_FAILED",
     "SUSPENDED",
 ]
+"""The codes of a call that was allowed and dispatched, by how it ended."""
+ErrorCode: TypeAlias = Literal[DecisionCode, OutcomeCode]
 ERROR_CODES: Final[tuple[ErrorCode, ...]] = get_args(ErrorCode)
+DECISION_CODES: Final[frozenset[ErrorCode]] = frozenset(get_args(DecisionCode))
 
 ContentBlock: TypeAlias = Mapping[str, JSON]
 """An MCP-shaped content block, e.g. ``{"type": "text", "text": "..."}``."""
@@ -57,6 +64,12 @@ class ToolResult:
     error: ToolError | None = None
     meta: FrozenDict = field(default=EMPTY)
     additional_contexts: tuple[JSON, ...] = _NO_CONTEXTS
+
+    @property
+    def text(self) -> str:
+        """The text blocks of ``content`` joined by newlines (what a text-only tool result
+        in a framework shows the model; images and other blocks are left out)."""
+        return text_of(self.content)
 
 
 def error_content(message: str) -> Sequence[ContentBlock]:

@@ -39,9 +39,10 @@ from worker import (
 )
 
 from ._body import BodyFailure, BodyResult
+from ._code_output import OutputRelay
 from ._detached import DetachedGroup
 from ._dispatch_log import DispatchLog
-from ._events import logger
+from ._events import OUTPUT, logger
 from ._json import JSON, thaw
 from ._pipeline import CallSite
 from ._replay import CallRecord, Replay
@@ -115,11 +116,19 @@ class ProgramRun:
             # A deferred approval kills the worker at once: nothing is held open.
             on_cancel(self.halt, self._abort.set),
         ]
+        listeners = call_site(self.scope).listeners(OUTPUT)
+        relay = OutputRelay(self.execution.call_id, listeners) if listeners else None
         try:
             outcome = await backend.run(
-                request, on_calls=_RunCalls(self), abort=self._abort, started=self.started
+                request,
+                on_calls=_RunCalls(self),
+                on_stdout=relay.feed if relay is not None else None,
+                abort=self._abort,
+                started=self.started,
             )
         except BaseException:
+            if relay is not None:
+                relay.cancel()
             with anyio.CancelScope(shield=True):
                 await self._end_calls(cancelled=True)
             raise
@@ -127,6 +136,8 @@ class ProgramRun:
             for remove in removers:
                 remove()
         await self._end_calls(cancelled=False)
+        if relay is not None:
+            await relay.aclose()  # every chunk is delivered before run_code returns
         return self._result(outcome)
 
     async def _end_calls(self, *, cancelled: bool) -> None:
@@ -176,25 +187,17 @@ class ProgramRun:
             )
 
     async def handle(self, calls: Sequence[CallRequest]) -> Sequence[CallReply]:
-        """The worker's call handler: dispatch in the run's own detached group, so
-        a batch in flight when the worker dies still drains before ``run_code`` returns."""
-        batch = self._numbered(calls)
-        replies: list[CallReply] = []
-        done = anyio.Event()
-
-        async def dispatch() -> None:
-            try:
-                replies.extend(await self._dispatch(batch))
-            finally:
-                done.set()
-
-        self._calls.start_soon(dispatch)
-        await done.wait()
-        return replies
+        """The worker's call handler, for a backend that awaits one (the fake, Ray): the
+        batch goes the way a started one goes (:meth:`start_batch`), and this waits for its
+        replies, or raises its host error as :class:`worker.CallHandler` says."""
+        batch = _AwaitedBatch(calls)
+        self.start_batch(batch)
+        return await batch.replies()
 
     def start_batch(self, pending: CallBatch) -> None:
-        """Dispatch a batch in the run's detached group; the task itself sends the replies
-        (no task of the backend's waits for them: the nested-call hot path)."""
+        """Dispatch a batch in the run's detached group, so a batch in flight when the
+        worker dies still drains before ``run_code`` returns; the task itself answers it
+        (no task of the backend's waits for the replies: the nested-call hot path)."""
         self._calls.start_soon(self._answer, self._numbered(pending.calls), pending)
 
     async def _answer(self, batch: list[tuple[int, ToolCall]], pending: CallBatch) -> None:
@@ -312,6 +315,33 @@ class _RunCalls:
 
     def start(self, batch: CallBatch) -> None:
         self._run.start_batch(batch)
+
+
+class _AwaitedBatch:
+    """A batch answered like a started one (a :class:`worker.CallBatch`) for
+    :meth:`ProgramRun.handle`, which awaits its replies or its host error."""
+
+    __slots__ = ("_answered", "_error", "_replies", "calls")
+
+    def __init__(self, calls: Sequence[CallRequest]) -> None:
+        self.calls = calls
+        self._answered = anyio.Event()
+        self._replies: Sequence[CallReply] = ()
+        self._error: BaseException | None = None
+
+    async def reply(self, replies: Sequence[CallReply]) -> None:
+        self._replies = replies
+        self._answered.set()
+
+    def fail(self, error: BaseException) -> None:
+        self._error = error
+        self._answered.set()
+
+    async def replies(self) -> Sequence[CallReply]:
+        await self._answered.wait()
+        if self._error is not None:
+            raise self._error
+        return self._replies
 
 
 def _code(result: ToolResult) -> str | None:

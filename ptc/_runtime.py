@@ -25,6 +25,7 @@ from ._events import (
     Disposer,
     Event,
     ExecuteListener,
+    OutputListener,
     PostExecuteListener,
     PreExecuteListener,
     ResultListener,
@@ -221,6 +222,14 @@ class ToolRuntime:
         self,
         event: Literal["tools/change"],
         listener: ChangeListener,
+        *,
+        scope: Scope | None = None,
+    ) -> Disposer: ...
+    @overload
+    def on(
+        self,
+        event: Literal["code/output"],
+        listener: OutputListener,
         *,
         scope: Scope | None = None,
     ) -> Disposer: ...

@@ -19,6 +19,7 @@ from ._events import Listeners
 from ._layers import Mode
 from ._lifetime import Lifetime
 from ._results import ToolResult
+from ._suspensions import Suspension
 from ._tools import ToolDefinition
 
 __all__ = ("CodeModeHooks", "ScopeTree")
@@ -47,7 +48,16 @@ class CodeModeHooks(Protocol[S_contra]):
         ...
 
     async def resume(self, scope: S_contra, token: str, answer: ApprovalAnswer) -> ToolResult:
-        """Run a suspended program again, answering the pending call with ``answer``."""
+        """Run a suspended program again, answering the pending call with ``answer``
+        (``token``: the suspension's token or the call id it paused)."""
+        ...
+
+    def suspension(self, scope: S_contra, call_id: str) -> Suspension | None:
+        """The live suspension of the ``run_code`` call ``call_id`` in the scope."""
+        ...
+
+    async def discard(self, scope: S_contra, key: str) -> Suspension:
+        """Drop a suspended run without resuming it (``key``: call id or token)."""
         ...
 
     @property

@@ -26,6 +26,7 @@ from ._events import (
     Disposer,
     Event,
     ExecuteListener,
+    OutputListener,
     PostExecuteListener,
     PreExecuteListener,
     ResultListener,
@@ -50,6 +51,7 @@ from ._results import ToolResult
 from ._scheduler import Scheduler, ToolCall
 from ._scope_tree import CodeModeHooks, ScopeTree
 from ._signals import CancelSignal
+from ._suspensions import Suspension
 from ._tools import RESERVED_NAME, ToolDefinition
 
 __all__ = ("ChangeListener", "Scope", "call_site", "lineage", "subtree")
@@ -249,6 +251,8 @@ class Scope:
     def on(self, event: Literal["tools/result"], listener: ResultListener) -> Disposer: ...
     @overload
     def on(self, event: Literal["tools/change"], listener: ChangeListener) -> Disposer: ...
+    @overload
+    def on(self, event: Literal["code/output"], listener: OutputListener) -> Disposer: ...
 
     def on(self, event: Event, listener: AnyListener) -> Disposer:
         """Listen to ``event`` for this scope and its descendants (see ``ToolRuntime.on``)."""
@@ -325,8 +329,15 @@ class Scope:
         self._cache = (version, view, site)
         return view, site
 
-    def model_tools(self, format: ModelFormat = "raw") -> list[dict[str, JSON]]:
+    def model_tools(
+        self, format: ModelFormat = "raw", *, strict: bool = False
+    ) -> list[dict[str, JSON]]:
         """The tool specs for the model: name, description and input schema only.
+
+        ``strict=True`` (``format="openai"``): OpenAI strict-mode schemas, every property
+        required and the optional ones nullable; a ``null`` the model sends for an optional
+        parameter then means "not sent" (the pipeline drops it where the tool's own schema
+        does not allow ``null``).
 
         In code or both mode ``run_code``'s description embeds the SDK: built in the
         background after a change, and built here (blocking) if it is not ready yet —
@@ -338,7 +349,7 @@ class Scope:
         visible = self.view().visible
         if mode == "code":
             visible = {k: v for k, v in visible.items() if k == RESERVED_NAME}
-        return [model_spec(d, format) for d in visible.values()]
+        return [model_spec(d, format, strict=strict) for d in visible.values()]
 
     def sdk(self) -> str:
         """The SDK text for this scope's visible tools (built here if not ready yet)."""
@@ -375,8 +386,23 @@ class Scope:
         scheduler = Scheduler(self._tree.max_parallel_calls)
         return await scheduler.run(lambda _: self._resolved()[1], calls, signal=signal)
 
-    async def resume(self, token: str, answer: ApprovalAnswer) -> ToolResult:
+    def suspension(self, call_id: str) -> Suspension | None:
+        """The paused run of the ``run_code`` call ``call_id`` in this scope (``None``: none,
+        or it was resumed, discarded or expired). Its ``token``, ``pending`` call and
+        ``code`` say what awaits a decision; an agent framework knows only its call ids."""
+        return self._code_mode().suspension(self, call_id)
+
+    async def discard_suspension(self, call_id_or_token: str) -> Suspension:
+        """Drop a paused run without resuming it (the host told the model the call was
+        denied some other way): its record is removed and nothing runs. Raises
+        :class:`ptc.SuspensionError` as :meth:`resume` does."""
+        return await self._code_mode().discard(self, call_id_or_token)
+
+    async def resume(self, call_id_or_token: str, answer: ApprovalAnswer) -> ToolResult:
         """Resume a run that was suspended on a deferred approval (``SUSPENDED``).
+
+        ``call_id_or_token`` is the call id of the paused ``run_code`` call or the
+        suspension's token (``meta["suspension"]["token"]``).
 
         The same program runs again in a fresh worker: calls that completed before the
         pause are answered from the record (their tools and policy do not run again), the
@@ -386,7 +412,7 @@ class Scope:
         ``SUSPENDED`` again. Raises :class:`ptc.SuspensionError` for a token that is
         unknown, expired, resumed already or from another scope.
         """
-        return await self._code_mode().resume(self, token, answer)
+        return await self._code_mode().resume(self, call_id_or_token, answer)
 
     async def run_code(
         self,

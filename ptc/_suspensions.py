@@ -1,33 +1,26 @@
 """Suspended runs: what was recorded when a program's call was deferred, and where it is kept.
 
 A :class:`Suspension` is plain data (JSON, never pickled): the program, the scope it ran in,
-every call that completed before the pause (name, arguments and the reply the program got)
-and the call awaiting approval. A store keeps suspensions until they are resumed once,
-bound to their scope, until they expire:
+every call that completed before the pause (name, arguments and the reply the program got),
+the call awaiting approval, and what the paused run showed (its output and ``meta``). A store
+keeps suspensions until they are resumed once, bound to their scope, until they expire, and
+finds them by token or by the ``run_code`` call id they paused (an agent framework knows its
+tool call ids, not ptc's tokens):
 
 - :class:`SuspensionStore` keeps them in memory (the runtime's default);
-- :class:`FileSuspensionStore` keeps one JSON file per suspension under a directory, written
-  atomically and signed with an HMAC key, so a restarted host can resume them and a file that
-  was changed, truncated or replaced is refused, never run.
+- :class:`~ptc._suspension_files.FileSuspensionStore` keeps one signed JSON file per
+  suspension under a directory, so a restarted host can resume them.
 
-Tokens are 128-bit random strings; a file store names its files by a hash of the token, so
-listing the directory reveals none.
+Tokens are 128-bit random strings.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import hmac
-import json
-import os
 import secrets
-import tempfile
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Final
 
 import anyio.to_thread
@@ -37,7 +30,6 @@ from ._json import JSON
 
 __all__ = (
     "DEFAULT_TTL_SECONDS",
-    "FileSuspensionStore",
     "PendingApproval",
     "RecordedCall",
     "Suspension",
@@ -46,10 +38,6 @@ __all__ = (
 )
 
 DEFAULT_TTL_SECONDS: Final = 24 * 3600.0
-_FORMAT: Final = "ptc-suspension"
-_VERSION: Final = 1
-_KEY_FILE: Final = ".ptc-suspension-key"
-_MAX_FILE_BYTES: Final = 64 * 1024 * 1024
 
 
 def new_token() -> str:
@@ -98,6 +86,14 @@ class Suspension:
     expires_at: float
     calls: tuple[RecordedCall, ...]
     pending: PendingApproval
+    output: str = ""
+    """The output the paused run had captured."""
+    meta: JSON = None
+    """The paused ``run_code`` result's ``meta`` (dispatch log, enforcement, stats,
+    ``suspension``): a call of ``run_code`` with the same call id returns it again."""
+    resumes: int = 0
+    """How many times this call's program was resumed before this pause (0: its first
+    pause). A framework that re-runs a tool on resume replays its earlier answers by it."""
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -107,7 +103,7 @@ class Suspension:
     @classmethod
     def from_json(cls, data: object) -> Suspension:
         """Strictly validated: every field present with its type, nothing else."""
-        obj = _fields(data, "suspension", _SUSPENSION_FIELDS)
+        obj = _fields(data, "suspension", _SUSPENSION_FIELDS, _SUSPENSION_LATER_FIELDS)
         calls = obj["calls"]
         if not isinstance(calls, list):
             raise SuspensionError("the suspension record is malformed: calls is not a list")
@@ -124,6 +120,9 @@ class Suspension:
                 RecordedCall(**_fields(c, f"calls[{i}]", _CALL_FIELDS)) for i, c in enumerate(calls)
             ),
             pending=PendingApproval(**_fields(obj["pending"], "pending", _PENDING_FIELDS)),
+            output=obj.get("output", ""),
+            meta=obj.get("meta"),
+            resumes=obj.get("resumes", 0),
         )
 
 
@@ -159,6 +158,12 @@ _SUSPENSION_FIELDS: dict[str, Any] = {
     "calls": lambda v: type(v) is list,
     "pending": lambda v: type(v) is dict,
 }
+# Fields added after the first records were written: a record without them is still read.
+_SUSPENSION_LATER_FIELDS: dict[str, Any] = {
+    "output": _is_str,
+    "meta": lambda v: v is None or type(v) is dict,
+    "resumes": lambda v: type(v) is int and v >= 0,
+}
 _CALL_FIELDS: dict[str, Any] = {
     "n": _is_int,
     "name": _is_str,
@@ -179,17 +184,20 @@ _PENDING_FIELDS: dict[str, Any] = {
 }
 
 
-def _fields(data: object, where: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+def _fields(
+    data: object, where: str, spec: Mapping[str, Any], later: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     if type(data) is not dict:
         raise SuspensionError(f"the suspension record is malformed: {where} is not an object")
     assert isinstance(data, dict)
-    if set(data) != set(spec):
+    optional = later or {}
+    if not set(spec) <= set(data) <= set(spec) | set(optional):
         raise SuspensionError(
             f"the suspension record is malformed: {where} has fields {sorted(data)}, "
             f"expected {sorted(spec)}"
         )
-    for name, check in spec.items():
-        if not check(data[name]):
+    for name, check in {**spec, **optional}.items():
+        if name in data and not check(data[name]):
             raise SuspensionError(f"the suspension record is malformed: {where}.{name}")
     return data
 
@@ -197,7 +205,8 @@ def _fields(data: object, where: str, spec: Mapping[str, Any]) -> dict[str, Any]
 class SuspensionStore:
     """Suspended runs kept in memory until resumed once, bound to their scope, until they
     expire (``ttl_seconds``, default 24 h). Thread-safe. Subclass it to keep them elsewhere:
-    override :meth:`_put`, :meth:`_pop` and :meth:`_peek`."""
+    override :meth:`_put`, :meth:`_pop`, :meth:`_peek` and the call-id index
+    (:meth:`_index`, :meth:`_unindex`, :meth:`_indexed`)."""
 
     def __init__(self, *, ttl_seconds: float = DEFAULT_TTL_SECONDS) -> None:
         if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int | float):
@@ -207,11 +216,30 @@ class SuspensionStore:
         self.ttl_seconds = float(ttl_seconds)
         self._lock = threading.Lock()
         self._records: dict[str, Suspension] = {}
+        self._by_call: dict[tuple[str, str], str] = {}
         self._used: set[str] = set()
 
     async def save(self, suspension: Suspension) -> None:
         """Keep ``suspension`` until it is taken or expires."""
-        await anyio.to_thread.run_sync(self._put, suspension)
+        await anyio.to_thread.run_sync(self._save, suspension)
+
+    def _save(self, suspension: Suspension) -> None:
+        self._put(suspension)
+        self._index(suspension)
+
+    def find(self, scope_path: str, call_id: str) -> Suspension | None:
+        """The live suspension of the ``run_code`` call ``call_id`` in the scope at
+        ``scope_path`` (``None``: none, or it was resumed, discarded or expired).
+
+        Reads at most one small record, so it may be called from the event loop."""
+        if not isinstance(call_id, str) or not call_id:
+            return None
+        with self._lock:
+            token = self._indexed(scope_path, call_id)
+            found = self._peek(token) if token is not None else None
+        if found is None or found.scope_path != scope_path or found.call_id != call_id:
+            return None
+        return found if found.expires_at > time.time() else None
 
     async def take(self, token: str, scope_path: str) -> Suspension:
         """Remove and return the suspension of ``token`` for the scope at ``scope_path``.
@@ -238,9 +266,11 @@ class SuspensionStore:
                 )
             if found.expires_at <= time.time():
                 self._pop(token)
+                self._unindex(found)
                 raise SuspensionError("this suspended run expired; start a new run")
             if not self._pop(token):  # another process took it between peek and pop
                 raise SuspensionError("this suspended run was resumed already")
+            self._unindex(found)
             self._mark_used(token)
             return found
 
@@ -264,126 +294,16 @@ class SuspensionStore:
     def _mark_used(self, token: str) -> None:
         self._used.add(token)
 
+    def _index(self, suspension: Suspension) -> None:
+        """Remember which token paused ``suspension.call_id`` in its scope."""
+        with self._lock:
+            self._by_call[(suspension.scope_path, suspension.call_id)] = suspension.token
 
-class FileSuspensionStore(SuspensionStore):
-    """Suspended runs kept as signed JSON files in ``path`` (created if missing), so a
-    restarted host can resume them.
+    def _unindex(self, suspension: Suspension) -> None:
+        key = (suspension.scope_path, suspension.call_id)
+        if self._by_call.get(key) == suspension.token:
+            del self._by_call[key]
 
-    ``secret`` signs every file (HMAC-SHA256); without it a random key is created once in
-    ``path/.ptc-suspension-key`` (mode 0600). A file that fails its signature or its schema
-    is refused with :class:`ptc.SuspensionError` and never run.
-    """
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        secret: bytes | None = None,
-        ttl_seconds: float = DEFAULT_TTL_SECONDS,
-    ) -> None:
-        super().__init__(ttl_seconds=ttl_seconds)
-        self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
-        if secret is not None and (not isinstance(secret, bytes) or len(secret) < 16):
-            raise UsageError("secret must be at least 16 bytes")
-        self._key = secret if secret is not None else _load_or_create_key(self.path)
-
-    def _file(self, token: str, suffix: str = ".json") -> Path:
-        digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
-        return self.path / f"{digest}{suffix}"
-
-    def _put(self, suspension: Suspension) -> None:
-        record = suspension.as_json()
-        body = _canonical(record)
-        envelope = {
-            "format": _FORMAT,
-            "version": _VERSION,
-            "record": record,
-            "mac": hmac.new(self._key, body, hashlib.sha256).hexdigest(),
-        }
-        _write_atomically(self._file(suspension.token), json.dumps(envelope).encode())
-
-    def _peek(self, token: str) -> Suspension | None:
-        file = self._file(token)
-        try:
-            with open(file, "rb") as fh:
-                raw = fh.read(_MAX_FILE_BYTES + 1)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise SuspensionError(f"the suspension file cannot be read: {exc}") from exc
-        if len(raw) > _MAX_FILE_BYTES:
-            raise SuspensionError("the suspension file is too large to be a record")
-        try:
-            envelope = json.loads(raw)
-        except (ValueError, RecursionError) as exc:
-            raise SuspensionError("the suspension file is corrupt (not JSON)") from exc
-        if (
-            type(envelope) is not dict
-            or set(envelope) != {"format", "version", "record", "mac"}
-            or envelope["format"] != _FORMAT
-            or envelope["version"] != _VERSION
-            or type(envelope["mac"]) is not str
-        ):
-            raise SuspensionError("the suspension file is corrupt (not a suspension record)")
-        expected = hmac.new(self._key, _canonical(envelope["record"]), hashlib.sha256)
-        if not hmac.compare_digest(expected.hexdigest(), envelope["mac"]):
-            raise SuspensionError(
-                "the suspension file was changed after it was written (signature mismatch); "
-                "it is refused"
-            )
-        return Suspension.from_json(envelope["record"])
-
-    def _pop(self, token: str) -> bool:
-        # rename() is atomic: of two hosts taking the same token, one wins.
-        claimed = self._file(token, f".claimed-{os.getpid()}-{threading.get_ident()}")
-        try:
-            os.rename(self._file(token), claimed)
-        except FileNotFoundError:
-            return False
-        claimed.unlink()
-        return True
-
-    def _was_used(self, token: str) -> bool:
-        return self._file(token, ".used").exists()
-
-    def _mark_used(self, token: str) -> None:
-        _write_atomically(self._file(token, ".used"), b"")
-
-
-def _canonical(record: object) -> bytes:
-    return json.dumps(
-        record, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
-    ).encode("ascii")
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _load_or_create_key(directory: Path) -> bytes:
-    file = directory / _KEY_FILE
-    try:
-        key = file.read_bytes()
-    except FileNotFoundError:
-        key = secrets.token_bytes(32)
-        try:
-            fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # another process created it first
-            key = file.read_bytes()
-        else:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(key)
-    if len(key) < 16:
-        raise SuspensionError(f"the suspension key {file} is too short; delete it to renew")
-    return key
+    def _indexed(self, scope_path: str, call_id: str) -> str | None:
+        """The token indexed for ``call_id`` in the scope (it may be stale: checked after)."""
+        return self._by_call.get((scope_path, call_id))

@@ -1,5 +1,6 @@
 """Shared test configuration: async tests run on anyio's asyncio backend; a private SDK
-cache; ``needs_root`` skips (saying why) what a host without root or cgroups cannot run."""
+cache; ``needs_root`` skips (saying why) what a host without root or cgroups cannot run;
+``envsim`` runs host scripts in the reference environments (``tests/environments``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests import environments
 from worker import Containment, SubprocessBackend
 
 
@@ -27,6 +29,16 @@ def _private_sdk_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
         os.environ.pop("PTC_CACHE_DIR", None)
     else:
         os.environ["PTC_CACHE_DIR"] = previous
+
+
+@pytest.fixture(scope="session")
+def envsim() -> environments.Harness:
+    """The environments harness (test user and venv made once); skips, saying why, where it
+    cannot run (not root, no system Python, no writable cgroup v2)."""
+    reason = environments.unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    return environments.harness()
 
 
 @functools.cache

@@ -1,8 +1,10 @@
 """The one interface through which a host runs programs in workers.
 
-Two implementations exist: :class:`worker.SubprocessBackend` (fresh contained child per
-run, forked from a zygote) and :class:`worker.testing.FakeBackend` (in-process, no
-isolation, for tests of code built on top of this interface).
+Three implementations exist: :class:`worker.SubprocessBackend` (fresh contained child per
+run, forked from a zygote), :class:`worker.ray.RayBackend` (each run on a node of a Ray
+cluster, in that node's ``SubprocessBackend``; extra ``ptc[ray]``) and
+:class:`worker.testing.FakeBackend` (in-process, no isolation, for tests of code built on
+top of this interface).
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ class CallStarter(CallHandler, Protocol):
     A backend that receives one calls :meth:`start` as a batch arrives instead of starting
     a task per batch to await the handler: on the nested-call hot path that saves a task
     spawn and an event-loop round (``SubprocessBackend`` on asyncio handles the child's
-    frames in the loop's reader callback, so ``start`` may be called outside any task).
+    frames in the loop's reader callback then, so ``start`` may be called outside any task,
+    where it must not start tasks or cancel scopes through anyio: anyio finds the running
+    loop there only if ``anyio.run`` started it, once ``sniffio`` is installed).
     The handler owns those tasks (they may outlive ``run``), must not block in
     ``start``, and answers each batch exactly once through ``reply`` or ``fail``.
     """
@@ -97,7 +101,11 @@ class WorkerBackend(ABC):
         """Stop and reap every process this backend started. Idempotent."""
 
     async def __aenter__(self) -> Self:
-        await self.start()
+        try:
+            await self.start()
+        except BaseException:  # nothing it started may outlive a failed start
+            await self.aclose()
+            raise
         return self
 
     async def __aexit__(

@@ -11,22 +11,31 @@ is confirmed before the run returns. Scratch dir and cgroups are removed with th
 from __future__ import annotations
 
 import contextlib
-import os
+import dataclasses
+import threading
 import time
 from collections.abc import Mapping
 
 import anyio
 
-from . import _enforcement, _landlock, _seccomp
+from . import _enforcement
 from ._abc import CallHandler, StdoutListener, WorkerBackend
-from ._cgroups import RunCgroups
 from ._child._source import program_size_problem
 from ._child_handle import ChildHandle
-from ._errors import WorkerError
+from ._errors import StartFailed, WorkerError
 from ._pool import ChildPool, RunKey
 from ._runloop import RunLoop
 from ._timing import timing_mark
-from ._types import Containment, Dimension, Enforcement, RunOutcome, RunRequest
+from ._types import (
+    DIMENSIONS,
+    Containment,
+    Dimension,
+    Enforcement,
+    FailureKind,
+    Limits,
+    RunOutcome,
+    RunRequest,
+)
 
 EXIT_REPORT_S = 0.05
 """How long a finished run waits for an exit report when its child is already reaped."""
@@ -112,6 +121,11 @@ class SubprocessBackend(WorkerBackend):
         try:
             with anyio.fail_after(max(deadline - time.monotonic(), 0)):
                 child, enforcement = await self._pool.take(key)
+        except StartFailed as exc:
+            # A cause that stays (a permission, a kernel feature): this host cannot give
+            # the sandbox asked for, and says which step and why.
+            kind: FailureKind = "sandbox-unavailable" if exc.lasting else "worker-exit"
+            return loop.fail(kind, str(exc), {})
         except WorkerError as exc:
             return loop.fail("worker-exit", str(exc), {})
         except TimeoutError:
@@ -122,9 +136,13 @@ class SubprocessBackend(WorkerBackend):
             finished = outcome is None and loop.finished
         finally:
             loop.peak_memory_kib = child.cgroups.peak_memory_kib()
+            if loop.peak_memory_kib is None:
+                loop.peak_memory_kib = child.peak_rss_kib()
             if finished:
                 cpu_ms = child.cpu_ms_now() if child.pid > 0 else 0.0
-                if cpu_ms is None:  # already reaped: its keeper's exit report is on its way
+                if cpu_ms is None or loop.peak_memory_kib is None:
+                    # Already exited (or reaped): its keeper's exit report is on its way,
+                    # with the rusage these come from.
                     with anyio.move_on_after(EXIT_REPORT_S), contextlib.suppress(WorkerError):
                         await child.keeper.wait_exit()
                 loop.cpu_ms = cpu_ms or 0.0
@@ -149,24 +167,28 @@ class SubprocessBackend(WorkerBackend):
         return await loop.drive(child)
 
     def probe(self) -> Mapping[Dimension, Enforcement]:
-        """Predicted enforcement, from host capabilities (no child is forked)."""
+        """The enforcement runs get on this host: one child is started with this
+        containment (by a zygote of its own, in a thread, blocking the caller for a fraction
+        of a second the first time), given the default ``Limits``, and closed; it runs no
+        program. Measured, not derived, so it is what a run reports (a run whose own steps
+        fail, e.g. a cgroup write, reports less). When no child can start, every dimension
+        is ``none`` and its gap says why."""
         if self._probe is None:
-            c = self.containment
-            cg = RunCgroups.create(f"ptc-probe-{os.getpid()}") if c.cgroups else RunCgroups()
-            groups = tuple(n for n in ("memory", "pids", "unified") if getattr(cg, n))
-            cg.remove()
-            abi = _landlock.abi_version() if c.landlock else 0
-            userns = os.path.exists("/proc/self/ns/user") and _userns_allowed()
-            facts = _enforcement.Facts(
-                namespaces=("user", "net", "ipc", "mount", "pid")
-                if c.namespaces and userns
-                else (),
-                cgroups=groups,
-                rlimits=c.rlimits,
-                landlock_abi=abi,
-                seccomp=c.seccomp and _seccomp.available(),
-            )
-            self._probe = _enforcement.from_json(_enforcement.report(facts))
+            found: list[dict[Dimension, Enforcement] | BaseException] = []
+
+            def measure() -> None:
+                try:
+                    found.append(anyio.run(_measure, self.containment))
+                except BaseException as exc:  # raised again in the caller's thread
+                    found.append(exc)
+
+            # A thread with an event loop of its own: the caller may be inside one.
+            thread = threading.Thread(target=measure, name="ptc-probe")
+            thread.start()
+            thread.join()
+            if isinstance(found[0], BaseException):
+                raise found[0]
+            self._probe = found[0]
         return dict(self._probe)
 
     async def aclose(self) -> None:
@@ -174,9 +196,18 @@ class SubprocessBackend(WorkerBackend):
         await self._pool.aclose()
 
 
-def _userns_allowed() -> bool:
+async def _measure(containment: Containment) -> dict[Dimension, Enforcement]:
+    pool = ChildPool(dataclasses.replace(containment, pool_size=0))
     try:
-        with open("/proc/sys/user/max_user_namespaces", encoding="ascii") as fh:
-            return int(fh.read()) > 0
-    except (OSError, ValueError):
-        return True
+        child = await pool.spawn()
+        try:
+            return await pool.limit(child, RunKey.of("", Limits()))
+        finally:
+            await child.close()
+    except WorkerError as exc:
+        return {
+            d: Enforcement(level="none", mechanism="no child started", gap=str(exc))
+            for d in DIMENSIONS
+        }
+    finally:
+        await pool.aclose()

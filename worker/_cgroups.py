@@ -1,10 +1,18 @@
-"""Per-run cgroups, managed from the host: v1 memory (+memsw) and pids, v2 for ``cgroup.kill``.
+"""Per-run cgroups, managed from the host: v1 memory (+memsw) and pids; v2 for ``cgroup.kill``
+and, where the host's cgroup hands them to its children, v2 ``memory.max`` and ``pids.max``.
 
 Each run's cgroups nest under the host process's own cgroup path for that hierarchy (read
 from ``/proc/self/cgroup``; this machine is hybrid v1/v2 and the host may not sit at a
 hierarchy root). The child's keeper process joins them before it drops privileges, so the
-whole tree inherits them. Every step is optional: a controller that is missing or not
-writable simply yields no directory, and the enforcement report says so.
+whole tree inherits them. Every step is optional and detected, never assumed: a controller
+that is missing or a directory that is not writable (read-only in a container, not
+delegated to a non-root user) yields no cgroup, and :attr:`RunCgroups.note` says why, for
+the enforcement report.
+
+cgroup v2 lets a cgroup hand controllers to its children only while it holds no process
+itself, so a host that runs alone in a delegated cgroup (``systemd-run --user --scope -p
+Delegate=yes``, a container's own cgroup namespace) is first moved into a leaf of it
+(``ptc-host``), once, as nsjail does; a cgroup that holds other processes is left alone.
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ from dataclasses import dataclass, field
 
 CGROUP_ROOT = "/sys/fs/cgroup"
 PIDS_MAX = 64
+V2_CONTROLLERS = ("memory", "pids")
+HOST_LEAF = "ptc-host"
 
 
 _OUT_OF_FDS = (errno.EMFILE, errno.ENFILE)
@@ -54,6 +64,83 @@ def _base_dir(hierarchy: str, own: dict[str, str]) -> str | None:
     return base if os.path.isdir(base) else None
 
 
+def _why(exc: OSError, where: str) -> str:
+    """A cgroup step failed: why, in words that say what the host can do."""
+    if exc.errno == errno.EROFS:
+        return f"{CGROUP_ROOT} is read-only (a container's default): nothing to nest under"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return (
+            f"{where} is not writable by uid {os.geteuid()} (no cgroup delegated to it: "
+            "systemd-run --user --scope -p Delegate=yes, or a container's own cgroup)"
+        )
+    return f"{where}: {exc.strerror or exc}"
+
+
+def _controllers(folder: str, name: str) -> set[str]:
+    try:
+        return set(_read(os.path.join(folder, name)).split())
+    except OSError:
+        return set()
+
+
+_delegated: dict[str, str] = {}
+"""v2 base dir -> "" once its children get the controllers, else why not (per process)."""
+
+
+def _hand_down(base: str) -> str:
+    """Make the v2 controllers available to ``base``'s children: "" or why not.
+
+    Enabling them needs ``base`` to hold no process; a host alone in it moves itself into a
+    leaf first (once per process)."""
+    if base in _delegated:
+        return _delegated[base]
+    wanted = set(V2_CONTROLLERS) & _controllers(base, "cgroup.controllers")
+    why = ""
+    if not wanted:
+        why = "the host's cgroup v2 has no memory or pids controller to hand down"
+    elif not wanted <= _controllers(base, "cgroup.subtree_control"):
+        why = _enable(base, wanted)
+    _delegated[base] = why
+    return why
+
+
+def _enable(base: str, wanted: set[str]) -> str:
+    control = os.path.join(base, "cgroup.subtree_control")
+    change = " ".join(f"+{c}" for c in sorted(wanted))
+    try:
+        _write(control, change)
+        return ""
+    except OSError as exc:
+        if exc.errno != errno.EBUSY:
+            return _why(exc, control)
+    try:
+        procs = {int(p) for p in _read(os.path.join(base, "cgroup.procs")).split()}
+    except (OSError, ValueError) as exc:
+        return f"cannot read {base}/cgroup.procs: {exc}"
+    if procs != {os.getpid()}:
+        return (
+            f"the host's cgroup v2 holds {len(procs)} processes, so it cannot hand the memory "
+            "controller to children: start the host alone in a delegated cgroup"
+        )
+    leaf = os.path.join(base, HOST_LEAF)
+    try:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(leaf)
+        _write(os.path.join(leaf, "cgroup.procs"), "0")
+        _write(control, change)
+    except OSError as exc:
+        return _why(exc, base)
+    return ""
+
+
+def _v2_setup(path: str, *, pids_done: bool) -> tuple[str, ...]:
+    """A new v2 run cgroup: the controllers it has; ``pids.max`` set (unless v1 did)."""
+    have = _controllers(path, "cgroup.controllers")
+    if "pids" in have and not pids_done:
+        _write(os.path.join(path, "pids.max"), str(PIDS_MAX))
+    return tuple(c for c in V2_CONTROLLERS if c in have)
+
+
 def _write(path: str, value: str) -> None:
     with open(path, "w", encoding="ascii") as fh:
         fh.write(value)
@@ -72,6 +159,10 @@ class RunCgroups:
     pids: str | None = None
     unified: str | None = None
     memsw: bool = False
+    v2_controllers: tuple[str, ...] = ()
+    """Controllers the v2 cgroup (``unified``) has: ``memory``, ``pids``."""
+    note: str = ""
+    """Why there is no memory cgroup ("" when there is one)."""
     _oom_at_start: int = field(default=0, repr=False)
 
     @classmethod
@@ -83,29 +174,53 @@ class RunCgroups:
         believing it is."""
         own = _own_paths()
         made = cls()
+        notes: list[str] = []
         for hierarchy in ("memory", "pids", "unified"):
             base = _base_dir(hierarchy, own)
             if base is None:
                 continue
             path = os.path.join(base, name)
             try:
+                if hierarchy == "unified":
+                    handed = _hand_down(base)
+                    if handed:
+                        notes.append(handed)
                 os.mkdir(path)
                 if hierarchy == "pids":
                     _write(os.path.join(path, "pids.max"), str(PIDS_MAX))
-                if hierarchy == "unified" and not os.path.exists(os.path.join(path, "cgroup.kill")):
-                    os.rmdir(path)
-                    continue
+                if hierarchy == "unified":
+                    if not os.path.exists(os.path.join(path, "cgroup.kill")):
+                        os.rmdir(path)  # Linux < 5.14: a v2 cgroup is of no use here
+                        continue
+                    made.v2_controllers = _v2_setup(path, pids_done=made.pids is not None)
             except OSError as exc:
                 with contextlib.suppress(OSError):
                     os.rmdir(path)
                 if exc.errno in _OUT_OF_FDS:
                     made.remove()
                     raise
+                notes.append(_why(exc, base))
                 continue
             setattr(made, hierarchy, path)
         if made.memory is not None:
             made.memsw = os.path.exists(os.path.join(made.memory, "memory.memsw.limit_in_bytes"))
+        if not made.has_memory:
+            unique = list(dict.fromkeys(notes))  # v1 and v2 can both say why
+            made.note = "; ".join(unique) if unique else "no memory controller on this host"
         return made
+
+    @property
+    def has_memory(self) -> bool:
+        """Whether a memory limit can be set (v1 memory, or v2 with the memory controller)."""
+        return self.memory is not None or (
+            self.unified is not None and "memory" in self.v2_controllers
+        )
+
+    def _v2(self, name: str) -> str | None:
+        """A file of the v2 cgroup's memory controller, when it has one."""
+        if self.unified is None or "memory" not in self.v2_controllers:
+            return None
+        return os.path.join(self.unified, name)
 
     def procs_files(self) -> list[str]:
         """The ``cgroup.procs`` files a process writes ``0`` into to join every cgroup."""
@@ -114,13 +229,21 @@ class RunCgroups:
         ]
 
     def set_memory_limit(self, limit_bytes: int) -> bool:
-        """Apply the memory limit (and memsw, so swap cannot extend it). False if it failed."""
-        if self.memory is None:
-            return False
+        """Apply the memory limit (and memsw / swap.max, so swap cannot extend it). False
+        if it failed."""
         try:
-            _write(os.path.join(self.memory, "memory.limit_in_bytes"), str(limit_bytes))
-            if self.memsw:
-                _write(os.path.join(self.memory, "memory.memsw.limit_in_bytes"), str(limit_bytes))
+            if self.memory is not None:
+                _write(os.path.join(self.memory, "memory.limit_in_bytes"), str(limit_bytes))
+                if self.memsw:
+                    path = os.path.join(self.memory, "memory.memsw.limit_in_bytes")
+                    _write(path, str(limit_bytes))
+            elif (v2 := self._v2("memory.max")) is not None:
+                _write(v2, str(limit_bytes))
+                swap = self._v2("memory.swap.max")
+                if swap is not None and os.path.exists(swap):
+                    _write(swap, "0")
+            else:
+                return False
             self._oom_at_start = self.oom_kills()
         except OSError:
             return False
@@ -128,10 +251,14 @@ class RunCgroups:
 
     def oom_kills(self) -> int:
         """The cgroup's OOM-kill counter (0 when unknown)."""
-        if self.memory is None:
+        if self.memory is not None:
+            path = os.path.join(self.memory, "memory.oom_control")
+        elif (v2 := self._v2("memory.events")) is not None:
+            path = v2
+        else:
             return 0
         try:
-            for line in _read(os.path.join(self.memory, "memory.oom_control")).splitlines():
+            for line in _read(path).splitlines():
                 key, _, value = line.partition(" ")
                 if key == "oom_kill":
                     return int(value)
@@ -143,13 +270,19 @@ class RunCgroups:
         """True when the kernel's OOM killer fired in this run's memory cgroup."""
         return self.oom_kills() > self._oom_at_start
 
-    def peak_memory_kib(self) -> int:
-        if self.memory is None:
-            return 0
+    def peak_memory_kib(self) -> int | None:
+        """The run's peak memory as the cgroup counted it; ``None`` without one (or on a
+        v2 kernel older than 5.19, which has no ``memory.peak``)."""
+        if self.memory is not None:
+            path = os.path.join(self.memory, "memory.max_usage_in_bytes")
+        elif (v2 := self._v2("memory.peak")) is not None:
+            path = v2
+        else:
+            return None
         try:
-            return int(_read(os.path.join(self.memory, "memory.max_usage_in_bytes"))) // 1024
+            return int(_read(path)) // 1024
         except (OSError, ValueError):
-            return 0
+            return None
 
     def kill(self) -> bool:
         """``cgroup.kill`` the whole tree (v2). False when there is no v2 cgroup."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import select
 import shutil
 import signal
 
@@ -21,16 +22,18 @@ from anyio.abc import SocketStream
 
 from . import _enforcement
 from ._cgroups import CgroupJanitor, RunCgroups
-from ._errors import WorkerError
+from ._errors import StartFailed, WorkerError
 from ._framing import encode
 from ._keeper_channel import KeeperChannel
-from ._keeper_lines import Hello, KeeperLine, SpawnFailed
+from ._keeper_lines import ExitReport, Hello, KeeperLine, SetupFailed, SpawnFailed
 from ._run_channel import RunChannel
 from ._timing import timing_mark
 from ._types import Dimension, Enforcement
 
 KILL_CONFIRM_S = 2.0
 KEEPER_REPORT_S = 0.02
+STARTUP_REPORT_S = 1.0
+"""How long a handshake waits for the keeper's word on a child that died setting up."""
 
 
 class ChildHandle:
@@ -109,25 +112,50 @@ class ChildHandle:
             best = max(best, ticks * 1000.0 / os.sysconf("SC_CLK_TCK"))
         return best
 
+    def peak_rss_kib(self) -> int | None:
+        """The child's peak resident set (``VmHWM``, KiB: its own pages and those it
+        shares with the zygote), read while it lives; ``None`` once it has exited (its
+        exit report then has ``ru_maxrss``) or before its hello."""
+        if self._pidfd < 0:
+            return None
+        peak = None
+        try:
+            with open(f"/proc/{self._pid}/status", encoding="ascii", errors="replace") as fh:
+                for line in fh:
+                    if line.startswith("VmHWM:"):
+                        peak = int(line.split()[1])
+                        break
+        except (OSError, ValueError, IndexError):
+            return None
+        # Still alive after the read (its pidfd not readable): the pid was not reused.
+        alive, _, _ = select.select([self._pidfd], [], [], 0)
+        return None if alive else peak
+
     # --- the start --------------------------------------------------------------------
 
     async def handshake(self, timeout_s: float) -> None:
         """Wait for the keeper's hello and the child's ``ready``.
 
-        Raises ``WorkerError`` (and closes the handle) when either does not come."""
+        Raises :class:`StartFailed` (and closes the handle) when either does not come,
+        with the cause when the zygote, the keeper or the child said it."""
         if self._ready:
             return
         try:
             with anyio.fail_after(timeout_s):
                 hello = await self.keeper.next_line()
                 if not isinstance(hello, Hello):
-                    raise WorkerError(f"zygote could not start a child: {_no_hello(hello)}")
+                    raise _no_hello(hello)
                 self._keeper_pid = hello.keeper_pid
                 self._pid = hello.child_pid
-                self._pidfd = os.pidfd_open(hello.child_pid)
+                with contextlib.suppress(ProcessLookupError):  # gone already: no ready
+                    self._pidfd = os.pidfd_open(hello.child_pid)
                 frame = await self.channel.next_frame()
-            if frame is None or frame["type"] != "ready":
-                raise WorkerError(f"child did not send ready (got {frame and frame['type']})")
+                if frame is None:  # the child died setting up: its keeper says why
+                    with anyio.move_on_after(STARTUP_REPORT_S):
+                        await self.keeper.wait_exit()
+                    raise _no_ready(self.keeper.exit)
+            if frame["type"] != "ready":
+                raise WorkerError(f"child sent {frame['type']!r} before ready")
             self._enforcement = _enforcement.from_json(frame["enforcement"])
             self._ready = True
         except (WorkerError, OSError, TimeoutError) as exc:
@@ -135,8 +163,8 @@ class ChildHandle:
             if isinstance(exc, WorkerError):
                 raise
             if isinstance(exc, OSError):
-                raise WorkerError(host_resource_error(exc)) from exc
-            raise WorkerError(f"child did not start within {timeout_s:g} s") from exc
+                raise StartFailed(host_resource_error(exc), lasting=False) from exc
+            raise StartFailed(f"child did not start within {timeout_s:g} s", lasting=False) from exc
         except BaseException:
             await self.close()
             raise
@@ -202,10 +230,7 @@ class ChildHandle:
             await self.keeper.aclose()
             with contextlib.suppress(OSError):
                 os.close(self._pidfd)
-            try:
-                os.rmdir(self._scratch)  # empty (the run's files were in its tmpfs): no fd
-            except OSError:
-                shutil.rmtree(self._scratch, ignore_errors=True)
+            remove_scratch(self._scratch)
             if janitor is None:
                 self._cgroups.remove()
             else:
@@ -223,9 +248,51 @@ def host_resource_error(exc: OSError) -> str:
     return f"could not start a worker: {exc.strerror or exc}"
 
 
-def _no_hello(line: KeeperLine | None) -> str:
+def _no_hello(line: KeeperLine | None) -> WorkerError:
     if line is None:
-        return "the keeper exited before forking"
+        return StartFailed(
+            "could not start a child: the keeper exited before forking it", lasting=False
+        )
     if isinstance(line, SpawnFailed):
-        return line.error
-    return f"the keeper sent {type(line).__name__} before its hello"
+        return StartFailed(f"could not start a child: {line.error}", lasting=False)
+    if isinstance(line, SetupFailed):
+        return StartFailed(f"could not start a child: {line.describe()}", lasting=line.lasting)
+    return WorkerError(f"the keeper sent {type(line).__name__} before its hello")
+
+
+def _no_ready(report: ExitReport | None) -> StartFailed:
+    if report is not None and report.cause:
+        # The child's own setup (rlimits, the scratch dir, capabilities): the same each time.
+        return StartFailed(f"could not start a child: {report.cause}", lasting=True)
+    status = "" if report is None else f" ({_exit_text(report.status)})"
+    return StartFailed(
+        f"could not start a child: it exited before it was ready{status}", lasting=False
+    )
+
+
+def _exit_text(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit status {os.waitstatus_to_exitcode(status)}"
+
+
+def remove_scratch(path: str) -> None:
+    """Remove a run's scratch dir and whatever the program left in it, even directories it
+    made unreadable (``chmod 000``): their owner, the host, may open them again."""
+    try:
+        os.rmdir(path)  # empty (the run's files were in its tmpfs): no fd, no walk
+        return
+    except FileNotFoundError:
+        return
+    except OSError:
+        pass
+
+    # A directory the program made unreadable stops the walk; its owner (the host, or
+    # root) may open it again, top down, before the removal.
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o700)
+    for root, dirs, _ in os.walk(path):
+        for name in dirs:
+            with contextlib.suppress(OSError):
+                os.chmod(os.path.join(root, name), 0o700, follow_symlinks=False)
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,8 +1,21 @@
 """The per-dimension enforcement report, built from what actually applied, and ``require``.
 
-``full`` follows the design (docs/security.md): filesystem - Landlock; network - a net namespace, or
-Landlock TCP + seccomp; processes - seccomp + (pid namespace or cgroup.kill); memory - a
-cgroup limit (RLIMIT_AS alone is ``partial``); cpu - RLIMIT_CPU.
+A dimension is ``full`` when every guarantee of it holds, through whichever mechanism this
+host allows (DESIGN section 7, "Where hosts run"; the table in docs/security.md):
+
+- filesystem: Landlock (reads and writes outside the allowed paths) and a scratch quota
+  (a tmpfs of ``scratch_mib``, or the keeper's quota where no tmpfs can be mounted);
+- network: a net namespace, or seccomp refusing ``socket()`` (Landlock's TCP rule on top);
+- processes: seccomp (no fork, no exec, signals only to the child's own pid), so killing
+  the child ends everything; a pid namespace and ``cgroup.kill`` on top where they exist;
+  and the host's processes out of reach through ``/proc`` (Landlock, a user namespace or
+  another uid);
+- memory: a cgroup limit, or RLIMIT_DATA (private memory) with seccomp refusing the shared
+  memory it does not count and Landlock keeping ``/dev/shm`` out;
+- cpu: RLIMIT_CPU.
+
+Each gap names what is missing and what the host can do about it. The texts carry no
+per-run numbers, so ``probe()`` and a run report the same words.
 """
 
 from __future__ import annotations
@@ -22,6 +35,11 @@ class Facts:
     namespaces: tuple[str, ...] = ()
     namespace_error: str = ""
     cgroups: tuple[str, ...] = ()
+    """The run cgroups the keeper joined: ``memory``, ``pids`` (v1), ``unified`` (v2)."""
+    cgroup_v2_controllers: tuple[str, ...] = ()
+    """Controllers (``memory``, ``pids``) the run's v2 cgroup has."""
+    cgroup_note: str = ""
+    """Why there is no memory cgroup, when there is none."""
     uid_dropped: bool = False
     uid_note: str = ""
     rlimits: bool = False
@@ -30,6 +48,12 @@ class Facts:
     seccomp: bool = False
     seccomp_error: str = ""
     scratch_quota: bool = False
+    """A tmpfs of ``scratch_mib`` holds the scratch dir."""
+    scratch_keeper: bool = False
+    """No tmpfs: the keeper watches the scratch dir and refuses writes past the quota."""
+    scratch_gate: bool = False
+    """...and every call that could grow a scratch file waits for its yes (no threads)."""
+    scratch_gate_error: str = ""
     scratch_error: str = ""
     notes: tuple[str, ...] = field(default=())
 
@@ -38,96 +62,164 @@ def _e(level: str, mechanism: str, gap: str = "") -> dict[str, str]:
     return {"level": level, "mechanism": mechanism, "gap": gap}
 
 
-def report(f: Facts) -> dict[str, dict[str, str]]:
-    """The enforcement report (the ``ready`` frame's ``enforcement`` field)."""
-    ns = set(f.namespaces)
-    out: dict[str, dict[str, str]] = {}
+def _join(parts: list[str], sep: str = "; ") -> str:
+    return sep.join(p for p in parts if p)
 
-    uid = "" if f.uid_dropped or not f.uid_note else f"; {f.uid_note}"
-    # The scratch quota: a tmpfs of Limits.scratch_mib in the child's mount namespace.
-    quota = " + scratch tmpfs quota (Limits.scratch_mib, held in memory)" if f.scratch_quota else ""
+
+_KEEPER_QUOTA_GAP = (
+    "no tmpfs: {why}; the keeper refuses writes once the files pass the quota, but a burst "
+    "between two of its checks can pass it{gate} (docs/deployment.md: how to get a tmpfs)"
+)
+_GATE_GAP = (
+    "no tmpfs: {why}; the keeper answers each growing write itself (about 50-90 us each), and "
+    "the program has no threads meanwhile (require no full filesystem to have them)"
+)
+
+
+def _filesystem(f: Facts) -> dict[str, str]:
+    quota = ""
+    if f.scratch_quota:
+        quota = " + scratch tmpfs quota (Limits.scratch_mib, held in memory)"
+    elif f.scratch_keeper and f.scratch_gate:
+        quota = (
+            " + keeper scratch quota (Limits.scratch_mib: every write that could grow a "
+            "scratch file waits for the keeper's yes, seccomp user notification)"
+        )
+    elif f.scratch_keeper:
+        quota = " + keeper scratch quota (Limits.scratch_mib, RLIMIT_FSIZE per file)"
     no_quota = (
         ""
-        if f.scratch_quota
-        else f"no scratch quota ({f.scratch_error or 'not mounted'}): RLIMIT_FSIZE per file only"
+        if quota
+        else f"no scratch quota ({f.scratch_error or 'not set up'}): RLIMIT_FSIZE per file only"
     )
+    # Only root has a uid to drop: say what happened to it.
+    uid = "uid 65534" if f.uid_dropped else f"uid not dropped ({f.uid_note})" if f.uid_note else ""
     if f.landlock_abi:
-        out["filesystem"] = _e(
-            "full",
-            f"Landlock ABI {f.landlock_abi}: read-only interpreter + libraries, read-write scratch"
-            + quota,
-            "; ".join(
-                filter(
-                    None,
-                    [
-                        ("uid 65534" if f.uid_dropped else "uid not dropped") + uid,
-                        "mount namespace" if "mount" in ns else "",
-                        no_quota,
-                    ],
-                )
-            ),
+        # The keeper's quota without its gate acts after the writes it sees, so it cannot
+        # promise the bound; with the gate it decides each one before it happens.
+        hard = f.scratch_quota or (f.scratch_keeper and f.scratch_gate)
+        mechanism = (
+            f"Landlock ABI {f.landlock_abi}: read-only interpreter + libraries, "
+            "read-write scratch" + quota
         )
-    elif f.uid_dropped:
-        gap = "; ".join(filter(None, [f.landlock_error, no_quota]))
-        out["filesystem"] = _e("partial", "uid 65534 (file permissions only)" + quota, gap)
-    else:
-        gap = "; ".join(filter(None, [f.landlock_error or "Landlock off", no_quota]))
-        out["filesystem"] = _e("none", "none" + quota, gap)
+        if f.scratch_keeper and f.scratch_gate:
+            keeper = _GATE_GAP.format(why=f.scratch_error)
+        elif f.scratch_keeper:
+            gate = f" ({f.scratch_gate_error})" if f.scratch_gate_error else ""
+            keeper = _KEEPER_QUOTA_GAP.format(why=f.scratch_error, gate=gate)
+        else:
+            keeper = ""
+        return _e("full" if hard else "partial", mechanism, _join([uid, keeper, no_quota]))
+    landlock = f.landlock_error or "Landlock off"
+    if f.uid_dropped:
+        return _e(
+            "partial", "uid 65534 (file permissions only)" + quota, _join([landlock, no_quota])
+        )
+    return _e("none", "none" + quota, _join([landlock, no_quota]))
 
-    tcp = f.landlock_abi >= 4
-    if "net" in ns:
-        gaps = [] if f.seccomp else ["socket() allowed (seccomp off)"]
-        out["network"] = _e(
-            "full",
-            "net namespace (no interfaces)"
-            + (" + seccomp socket() deny" if f.seccomp else "")
-            + (" + Landlock TCP deny" if tcp else ""),
-            "; ".join(gaps),
-        )
-    elif f.seccomp and tcp:
-        out["network"] = _e("full", "Landlock TCP deny + seccomp socket() deny", "")
-    elif f.seccomp:
-        out["network"] = _e("partial", "seccomp socket() deny", "no Landlock TCP rule")
-    elif tcp:
-        out["network"] = _e(
-            "partial", "Landlock TCP deny", "UDP and path unix sockets not covered (no netns)"
-        )
-    else:
-        out["network"] = _e("none", "none", f.namespace_error or "no netns, seccomp or Landlock")
 
-    killer = []
+def _network(f: Facts) -> dict[str, str]:
+    tcp = " + Landlock TCP deny" if f.landlock_abi >= 4 else ""
+    if "net" in f.namespaces:
+        seccomp = " + seccomp socket() deny" if f.seccomp else ""
+        gap = "" if f.seccomp else "socket() allowed (seccomp off)"
+        return _e("full", "net namespace (no interfaces)" + seccomp + tcp, gap)
+    if f.seccomp:
+        # No socket can be made (socketpair aside): nothing to connect with, whatever the
+        # Landlock ABI. Landlock's TCP rule is defence in depth on top.
+        return _e("full", "seccomp socket() deny (socketpair only)" + tcp)
+    if tcp:
+        return _e(
+            "partial",
+            "Landlock TCP deny",
+            "UDP and unix sockets not covered (no netns, no seccomp)",
+        )
+    return _e("none", "none", _join([f.namespace_error, f.seccomp_error]) or "no netns or seccomp")
+
+
+def _processes(f: Facts) -> dict[str, str]:
+    ns = set(f.namespaces)
+    signals = ["seccomp pid filter"] if f.seccomp else []
+    if f.landlock_abi >= 6:
+        signals.append("Landlock scope")
     if "pid" in ns:
-        killer.append("pid namespace")
+        signals.append("pid namespace")
+    killers = []
+    if "pid" in ns:
+        killers.append("pid namespace")
     if "unified" in f.cgroups:
-        killer.append("cgroup.kill")
-    if "pids" in f.cgroups:
-        killer.append("pids.max")
-    if f.seccomp and ("pid" in ns or "unified" in f.cgroups):
-        out["processes"] = _e("full", "seccomp fork/exec deny + " + " + ".join(killer))
-    elif f.seccomp or killer:
-        mech = " + ".join((["seccomp fork/exec deny"] if f.seccomp else []) + killer)
-        gap = (
-            f.seccomp_error or "no seccomp" if not f.seccomp else "no pid namespace or cgroup.kill"
+        killers.append("cgroup.kill")
+    if "pids" in f.cgroups or "pids" in f.cgroup_v2_controllers:
+        killers.append("pids.max")
+    signal_text = f"signals to itself only ({' + '.join(signals)})" if signals else ""
+    # Same uid, same user namespace, /proc visible: the host's /proc/<pid>/mem is open to it.
+    exposed = not (f.landlock_abi or "user" in ns or f.uid_dropped)
+    if f.seccomp and exposed:
+        mechanism = _join(["seccomp fork/exec deny", signal_text, *killers], " + ")
+        return _e(
+            "partial",
+            mechanism,
+            "the host's processes are reachable through /proc (same uid, no user namespace, "
+            f"no Landlock: {f.landlock_error or 'off'})",
         )
-        out["processes"] = _e("partial", mech + " + keeper subreaper sweep", gap)
-    else:
-        out["processes"] = _e("none", "keeper subreaper sweep", "no seccomp, pid ns or cgroup")
+    if f.seccomp:
+        # Without fork or exec the child is the whole tree: killing its pid ends the run,
+        # and the keeper (a subreaper) sweeps whatever might still reparent to it.
+        deny = "seccomp fork/exec/thread deny" if f.scratch_gate else "seccomp fork/exec deny"
+        mechanism = _join([deny, signal_text, *killers, "keeper kill + sweep"], " + ")
+        return _e("full", mechanism)
+    gap = f.seccomp_error or "no seccomp"
+    if killers or signal_text:
+        return _e("partial", _join([*killers, signal_text, "keeper kill + sweep"], " + "), gap)
+    return _e("none", "keeper kill + sweep", _join([gap, "no pid namespace or cgroup"]))
 
+
+def _memory(f: Facts) -> dict[str, str]:
+    data = " + RLIMIT_DATA backstop" if f.rlimits else ""
     if "memory" in f.cgroups:
-        out["memory"] = _e(
-            "full",
-            "cgroup v1 memory (+memsw) limit" + (" + RLIMIT_AS backstop" if f.rlimits else ""),
-        )
-    elif f.rlimits:
-        out["memory"] = _e("partial", "RLIMIT_AS", "virtual memory only, no cgroup limit")
-    else:
-        out["memory"] = _e("none", "none", "no cgroup, rlimits off")
+        return _e("full", "cgroup v1 memory (+memsw) limit" + data)
+    if "unified" in f.cgroups and "memory" in f.cgroup_v2_controllers:
+        return _e("full", "cgroup v2 memory.max (+swap.max)" + data)
+    if not f.rlimits:
+        return _e("none", "none", _join([f.cgroup_note or "no memory cgroup", "rlimits off"]))
+    uncounted = "kernel buffers of pipes and sockets (64 fds at most)"
+    if f.scratch_quota:
+        uncounted += " and the scratch tmpfs (Limits.scratch_mib)"
+    no_cgroup = _join(
+        [
+            f"no memory cgroup ({f.cgroup_note or 'none writable'})",
+            f"RLIMIT_DATA counts private memory; {uncounted} are bounded apart",
+        ]
+    )
+    missing = []
+    if not f.seccomp:
+        missing.append(f"shared memory not refused ({f.seccomp_error or 'seccomp off'})")
+    if not f.landlock_abi:
+        missing.append("/dev/shm reachable (no Landlock)")
+    if missing:
+        return _e("partial", "RLIMIT_DATA (private memory)", _join([*missing, no_cgroup]))
+    return _e(
+        "full",
+        "RLIMIT_DATA (private memory) + seccomp shared-memory deny + Landlock (no /dev/shm)",
+        no_cgroup,
+    )
 
+
+def _cpu(f: Facts) -> dict[str, str]:
     if f.rlimits:
-        out["cpu"] = _e("full", "RLIMIT_CPU", "whole-second granularity")
-    else:
-        out["cpu"] = _e("none", "none", "rlimits off; only the host wall clock")
-    return out
+        return _e("full", "RLIMIT_CPU", "whole-second granularity")
+    return _e("none", "none", "rlimits off; only the host wall clock")
+
+
+def report(f: Facts) -> dict[str, dict[str, str]]:
+    """The enforcement report (the ``ready`` frame's ``enforcement`` field)."""
+    return {
+        "filesystem": _filesystem(f),
+        "network": _network(f),
+        "processes": _processes(f),
+        "memory": _memory(f),
+        "cpu": _cpu(f),
+    }
 
 
 def from_json(data: Mapping[str, Any]) -> dict[Dimension, Enforcement]:
@@ -145,7 +237,8 @@ def from_json(data: Mapping[str, Any]) -> dict[Dimension, Enforcement]:
 
 
 def missing(containment: Containment, enforcement: Mapping[Dimension, Enforcement]) -> str | None:
-    """``None`` when every required dimension is ``full``; else a message for the caller."""
+    """``None`` when every required dimension is ``full``; else a message for the caller,
+    naming the relaxation both as ``Containment(require=...)`` and as ``--require``."""
     short = [d for d in DIMENSIONS if d in containment.require and enforcement[d].level != "full"]
     if not short:
         return None
@@ -155,8 +248,12 @@ def missing(containment: Containment, enforcement: Mapping[Dimension, Enforcemen
         for d in short
     ]
     without = ", ".join(repr(d) for d in short)
+    # One wording for both callers: a host's Python, and the `ptc` command (whose flag it is).
+    rest = ",".join(d for d in DIMENSIONS if d in containment.require and d not in short)
     return (
         "required containment is not available on this host: "
         + "; ".join(parts)
-        + f". To accept this, pass Containment(require=...) without {without}."
+        + ". docs/deployment.md says what the host can change. To accept this, pass "
+        + f"Containment(require=...) without {without}"
+        + f" (ptc run / ptc serve: --require {rest or 'none'})."
     )

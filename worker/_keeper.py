@@ -3,39 +3,36 @@ outside the program.
 
 Two processes per run. The *keeper* (forked by the zygote) takes its own session, joins the
 run's cgroups, mounts the scratch tmpfs (``_scratch``), drops to uid 65534 where that
-works, unshares user/net/ipc/mount and pid namespaces and forks the *child*, which becomes
-pid 1 of the new pid namespace, applies what it applies to itself (``_confine``) and runs
-the program via ``worker._child.serve``. The keeper stays outside: it lowers the child's
-per-run rlimits (CPU, AS) when the host takes it from the pool (a same-credential
-``prlimit``: the host itself lacks CAP_SYS_RESOURCE here), sizes the scratch tmpfs for the
-run, reports the child's exit status and rusage, and as a subreaper sweeps any process left
-behind. Keeper <-> host messages are JSON lines (``_keeper_lines``).
+works (root with CAP_CHOWN, CAP_SETUID and CAP_SETGID), unshares user/net/ipc/mount and pid
+namespaces and forks the *child*, which becomes pid 1 of the new pid namespace, applies
+what it applies to itself (``_confine``) and runs the program via ``worker._child.serve``.
+The keeper stays outside: it lowers the child's per-run rlimits (CPU, DATA, AS) when the
+host takes it from the pool (a same-credential ``prlimit``: the host itself lacks
+CAP_SYS_RESOURCE here), sizes the scratch tmpfs for the run or, where there is none, keeps
+the scratch quota itself (``_scratch_quota``), reports the child's exit status and rusage,
+and as a subreaper sweeps any process left behind. Keeper <-> host messages are JSON lines
+(``_keeper_lines``).
 
-CPU limit: soft RLIMIT_CPU at the run's budget, hard one second above; the child exits with
-:data:`~worker._confine.EXIT_CPU_LIMIT` at the soft limit, or meets the hard limit's
-SIGKILL. Either way the keeper reads the child's CPU clock that the kernel checks
-RLIMIT_CPU against (``CPUCLOCK_PROF``) before reaping it and reports ``cpu_limit`` when it
-passed the soft limit. Rusage is not evidence: it counts precise run time, while the limit
-counts scheduler ticks (it reads up to ~10% lower).
+A step of the setup that fails is reported on the keeper's line before it exits
+(:class:`~worker._keeper_lines.SetupFailed`: the step, the error, its errno), so the host
+names the cause at once instead of waiting for a child that will never come; a failure of
+the child's own setup reaches the host in the exit report's ``cause``.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import functools
-import math
 import os
-import resource
-import select
-import signal
 import socket
 import stat
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from ._confine import EXIT_CPU_LIMIT, child_main
-from ._errors import WorkerError
-from ._keeper_lines import ExitReport, Hello, LimitsAck, parse_limits_request
+from . import _capabilities
+from ._confine import child_main
+from ._keeper_lines import SetupFailed
+from ._keeper_watch import Keep, Quota
 from ._scratch import (
     INITIAL_SCRATCH_MIB,
     Resizer,
@@ -51,15 +48,12 @@ from ._syscalls import (
     CLONE_NEWPID,
     CLONE_NEWUSER,
     PR_SET_CHILD_SUBREAPER,
-    cpu_clock_s,
     map_own_ids,
     prctl,
     unshare,
 )
 
 NOBODY = 65534
-CPU_HARD_MARGIN_S = 1
-"""Hard RLIMIT_CPU minus soft: CPU seconds a program that ignores SIGXCPU gets extra."""
 _NS_FLAGS = (
     ("user", CLONE_NEWUSER),
     ("net", CLONE_NEWNET),
@@ -102,18 +96,51 @@ def _unshare_namespaces(*, skip_mount: bool = False) -> tuple[tuple[str, ...], s
     return (), error or "unshare failed"
 
 
+class _SetupError(Exception):
+    """A step of the keeper's setup failed; the host gets it as a ``SetupFailed`` line."""
+
+    def __init__(self, step: str, exc: OSError) -> None:
+        super().__init__(step)
+        self.line = SetupFailed(step=step, error=str(exc), errno=exc.errno or 0)
+
+
+def _step(step: str, fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except OSError as exc:
+        raise _SetupError(step, exc) from exc
+
+
 def keeper_main(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> NoReturn:
     """Entry of the keeper process (in the zygote's fork). Never returns."""
     code = 70
     try:
         code = _keeper(cfg, run_fd, keeper_fd)
+    except _SetupError as exc:
+        with contextlib.suppress(OSError):
+            os.write(keeper_fd, exc.line.to_line())
     finally:
         os._exit(code)
 
 
+def _uid_drop(cfg: dict[str, Any], facts: dict[str, Any]) -> bool:
+    """Whether to drop to uid 65534: asked for, running as root, and able to (the
+    interpreter readable by that uid, the capabilities ``chown`` and the id changes need)."""
+    if not cfg["drop_privileges"] or os.geteuid() != 0:
+        return False
+    lacking = _capabilities.missing(_capabilities.UID_DROP_CAPS)
+    if lacking:
+        facts["uid_note"] = f"no {'/'.join(lacking)} (capabilities dropped)"
+        return False
+    if not readable_by_nobody(cfg["install_paths"]):
+        facts["uid_note"] = "interpreter install not readable by uid 65534"
+        return False
+    return True
+
+
 def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
     facts: dict[str, Any] = {"rlimits": bool(cfg["rlimits"])}
-    os.setsid()
+    _step("take a session of its own (setsid)", os.setsid)
     facts["setsid"] = True
     joined = []
     for name, procs in cfg["cgroups"]:
@@ -124,10 +151,13 @@ def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
         except OSError:
             pass
     facts["cgroups"] = tuple(joined)
+    if "unified" in joined:
+        facts["cgroup_v2_controllers"] = tuple(cfg.get("cgroup_v2_controllers", ()))
+    facts["cgroup_note"] = cfg.get("cgroup_note", "") or (
+        "" if "memory" in joined else "could not join the run's memory cgroup"
+    )
     root = os.geteuid() == 0
-    drop = cfg["drop_privileges"] and root and readable_by_nobody(cfg["install_paths"])
-    if cfg["drop_privileges"] and root and not drop:
-        facts["uid_note"] = "interpreter install not readable by uid 65534"
+    drop = _uid_drop(cfg, facts)
     owner = (NOBODY, NOBODY) if drop else (os.geteuid(), os.getegid())
     early_mount = False
     resizer: Resizer | None = None
@@ -141,7 +171,7 @@ def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
             unshare(CLONE_NEWNS)
             early_mount = True
         except OSError as exc:
-            scratch_error = str(exc)
+            scratch_error = f"no mount namespace ({exc})"
         if early_mount:
             scratch_error = mount_scratch(
                 cfg["scratch"], sized or INITIAL_SCRATCH_MIB, uid=owner[0], gid=owner[1]
@@ -151,16 +181,18 @@ def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
             # once the keeper has its own user namespace: a helper that waits for one size.
             resizer = start_resizer(cfg["scratch"], keep=(run_fd, keeper_fd))
     if drop:
-        os.chown(cfg["scratch"], NOBODY, NOBODY)
-        os.setgroups([])
-        os.setresgid(NOBODY, NOBODY, NOBODY)
-        os.setresuid(NOBODY, NOBODY, NOBODY)
+        _step("chown the scratch dir to uid 65534", lambda: os.chown(cfg["scratch"], *owner))
+        _step("drop to uid 65534", _become_nobody)
         facts["uid_dropped"] = True
     if cfg["namespaces"]:
         namespaces, facts["namespace_error"] = _unshare_namespaces(skip_mount=early_mount)
         if early_mount:
             namespaces = (*namespaces, "mount")
         facts["namespaces"] = namespaces
+        if "mount" not in namespaces and not early_mount:
+            scratch_error = (
+                f"no mount namespace ({facts['namespace_error']}): user namespaces are refused"
+            )
         if not early_mount and "mount" in namespaces and "user" in namespaces:
             # Unprivileged: the mount namespace belongs to the child's user namespace.
             try:
@@ -169,124 +201,55 @@ def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
                     cfg["scratch"], INITIAL_SCRATCH_MIB, uid=owner[0], gid=owner[1]
                 )
             except OSError as exc:
-                scratch_error = f"could not map ids in the user namespace: {exc}"
+                scratch_error = (
+                    "root cannot be mapped into the child's user namespace: run the host as "
+                    "another user, or keep CAP_SETUID, CAP_SETGID and CAP_CHOWN (the child "
+                    "then drops to uid 65534)"
+                    if owner[0] == 0
+                    else f"could not map ids in the user namespace: {exc}"
+                )
     else:
         facts["namespace_error"] = "namespaces off"
     facts["scratch_error"] = scratch_error
     facts["scratch_quota"] = not scratch_error
+    # No tmpfs: the keeper keeps the quota itself (it lowers RLIMIT_FSIZE to refuse growth).
+    facts["scratch_keeper"] = bool(scratch_error and cfg["rlimits"])
     prctl(PR_SET_CHILD_SUBREAPER, 1)
-    child = os.fork()
+    failed_r, failed_w = _step("make the child's error pipe", os.pipe)
+    gate: tuple[socket.socket, socket.socket] | None = None
+    if facts["scratch_keeper"] and cfg["seccomp"] and cfg.get("scratch_gate"):
+        # The child sends the listener of its write gate here (see _scratch_gate).
+        gate = _step("make the write gate's socket", socket.socketpair)
+    child = _step("fork the child", os.fork)
     if child == 0:
-        child_main(cfg, facts, run_fd, keeper_fd)
+        os.close(failed_r)
+        gate_fd = -1
+        if gate is not None:
+            gate[0].close()
+            gate_fd = gate[1].detach()
+        child_main(cfg, facts, run_fd, keeper_fd, failed_w, gate_fd)
     os.close(run_fd)
-    if not facts["scratch_quota"]:
-        resize: Callable[[int], str] = lambda mib: "no scratch tmpfs"  # noqa: E731
-    elif resizer is not None:
-        resize = resizer.resize
-    elif early_mount and sized is not None:
-        resize = functools.partial(sized_already, sized)
+    os.close(failed_w)
+    if gate is not None:
+        gate[1].close()
+    if facts["scratch_quota"]:
+        if resizer is not None:
+            resize: Callable[[int], str] = resizer.resize
+        elif early_mount and sized is not None:
+            resize = functools.partial(sized_already, sized)
+        else:
+            scratch = cfg["scratch"]
+            resize = lambda mib: resize_scratch(scratch, mib)  # noqa: E731
+        quota = None
     else:
-        scratch = cfg["scratch"]
-        resize = lambda mib: resize_scratch(scratch, mib)  # noqa: E731
-    return _keep(child, socket.socket(fileno=keeper_fd), bool(cfg["rlimits"]), resize)
+        resize = lambda mib: "no scratch tmpfs"  # noqa: E731
+        keeps = facts["scratch_keeper"]
+        quota = Quota(cfg["scratch"], child, gate[0] if gate else None) if keeps else None
+    keeper = Keep(child, socket.socket(fileno=keeper_fd), bool(cfg["rlimits"]), resize, quota)
+    return keeper.run(failed_r)
 
 
-def _send(sock: socket.socket, line: bytes) -> None:
-    try:
-        sock.sendall(line)
-    except OSError:
-        pass
-
-
-def _keep(child: int, sock: socket.socket, rlimits: bool, resize: Callable[[int], str]) -> int:
-    pidfd = os.pidfd_open(child)
-    _send(sock, Hello(keeper_pid=os.getpid(), child_pid=child).to_line())
-    buf = b""
-    soft_s = 0.0
-    while True:
-        watched: list[Any] = [sock, pidfd]
-        ready, _, _ = select.select(watched, [], [])
-        if pidfd in ready:
-            break
-        data = sock.recv(65536)
-        if not data:  # the host is gone or done with us
-            os.kill(child, signal.SIGKILL)
-            break
-        buf += data
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            ack = _apply_limits(child, line, rlimits)
-            soft_s = ack.cpu_limit_s
-            _send(sock, dataclasses.replace(ack, scratch_error=_resize(resize, line)).to_line())
-    try:  # the exited child is a zombie until wait4: its CPU clock is still readable
-        clock_s = cpu_clock_s(child)
-    except OSError:
-        clock_s = 0.0
-    _, status, usage = os.wait4(child, 0)
-    _sweep()
-    report = ExitReport(
-        status=status,
-        cpu_ms=(usage.ru_utime + usage.ru_stime) * 1000.0,
-        maxrss_kib=usage.ru_maxrss,
-        cpu_limit=died_of_cpu_limit(status, clock_s=clock_s, soft_s=soft_s),
-    )
-    _send(sock, report.to_line())
-    return 0
-
-
-def died_of_cpu_limit(status: int, *, clock_s: float, soft_s: float) -> bool:
-    """Whether a child with wait ``status`` died of its soft CPU limit ``soft_s``: its CPU
-    clock reached the limit, and it died the way only the limit makes it die here (the
-    SIGXCPU handler's exit, SIGXCPU itself outside a pid namespace, the hard SIGKILL)."""
-    if soft_s <= 0 or clock_s < soft_s:
-        return False
-    if os.WIFSIGNALED(status):
-        return os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL)
-    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_CPU_LIMIT
-
-
-def _apply_limits(child: int, line: bytes, rlimits: bool) -> LimitsAck:
-    if not rlimits:
-        return LimitsAck(applied=False, error="rlimits off", cpu_limit_s=0)
-    try:
-        request = parse_limits_request(line)
-        soft = math.ceil(cpu_clock_s(child) + request.cpu_seconds)
-        # Soft below hard: SIGXCPU at the soft limit names the cause (the child handles
-        # it, which a namespace init must); SIGKILL at the hard one if it is ignored.
-        resource.prlimit(child, resource.RLIMIT_CPU, (soft, soft + CPU_HARD_MARGIN_S))
-        as_bytes = (request.memory_mib + 1024) * 1024 * 1024
-        resource.prlimit(child, resource.RLIMIT_AS, (as_bytes, as_bytes))
-    except (OSError, ValueError, WorkerError) as exc:
-        return LimitsAck(applied=False, error=str(exc), cpu_limit_s=0)
-    return LimitsAck(applied=True, error="", cpu_limit_s=soft)
-
-
-def _resize(resize: Callable[[int], str], line: bytes) -> str:
-    """The run's scratch quota applied to the tmpfs: "" when it was, else why not."""
-    try:
-        request = parse_limits_request(line)
-    except WorkerError as exc:
-        return str(exc)
-    return resize(request.scratch_mib)
-
-
-def _sweep() -> None:
-    """Kill and reap every remaining descendant (orphans reparent to us: subreaper)."""
-    me = os.getpid()
-    for _ in range(1000):
-        try:
-            with open(f"/proc/{me}/task/{me}/children", encoding="ascii") as fh:
-                pids = [int(p) for p in fh.read().split()]
-        except OSError:
-            pids = []
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
-            while os.waitpid(-1, os.WNOHANG if pids else 0)[0]:
-                pass
-        except ChildProcessError:
-            if not pids:
-                return
+def _become_nobody() -> None:
+    os.setgroups([])
+    os.setresgid(NOBODY, NOBODY, NOBODY)
+    os.setresuid(NOBODY, NOBODY, NOBODY)

@@ -4,18 +4,26 @@ keeper -> host, in this order::
 
     hello   {"keeper": pid, "child": pid}      once, right after the keeper forked the child
             {"error": str}                      instead of hello: the zygote could not fork
+            {"step": str, "error": str, "errno": int}
+                                                instead of hello: a step of the keeper's
+                                                setup failed (e.g. "chown the scratch dir")
     ack     {"applied": bool, "error": str, "cpu_limit_s": int, "scratch_error": str}
                                                 the answer to the limits request: the soft
                                                 RLIMIT_CPU (hard is one second more; 0 if
                                                 not applied); scratch_error "" when the
                                                 scratch quota was set
-    exit    {"exit": wait status, "cpu_ms": float, "maxrss_kib": int, "cpu_limit": bool}
+    exit    {"exit": wait status, "cpu_ms": float, "maxrss_kib": int, "cpu_limit": bool,
+             "cause": str}
                                                 last, once the child is gone and reaped;
-                                                cpu_limit: it died of its RLIMIT_CPU
+                                                cpu_limit: it died of its RLIMIT_CPU;
+                                                cause: what ended it, when the keeper
+                                                knows ("" otherwise): it killed the child
+                                                (the scratch quota), or the child could not
+                                                set itself up
 
 host -> keeper::
 
-    limits  {"cpu_seconds": number, "memory_mib": int, "scratch_mib": int}
+    limits  {"cpu_seconds": number, "memory_mib": int, "scratch_mib": int, "data_mib": int}
                                                 at most once, when the host takes the child
 
 Each line is a frozen value object here; both ends write with ``to_line()`` (the keeper in
@@ -27,6 +35,7 @@ library only: the zygote and the keeper import it.
 
 from __future__ import annotations
 
+import errno
 import json
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self, TypeAlias
@@ -80,6 +89,32 @@ class SpawnFailed(_Line):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SetupFailed(_Line):
+    """No child: a step of the keeper's setup failed (written by the keeper itself)."""
+
+    step: str
+    error: str
+    errno: int
+    """The step's errno (0 when it failed otherwise)."""
+    WIRE = (("step", "step", _STR), ("error", "error", _STR), ("errno", "errno", _INT))
+
+    @property
+    def lasting(self) -> bool:
+        """Whether the cause stays on this host (a refused permission, a missing kernel
+        feature) rather than passing (memory, process or file-descriptor exhaustion): the
+        host then stops asking for children instead of retrying."""
+        return self.errno not in _PASSING_ERRNOS
+
+    def describe(self) -> str:
+        return f"the keeper could not {self.step}: {self.error}"
+
+
+_PASSING_ERRNOS = frozenset(
+    {0, errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE, errno.EINTR, errno.ENOSPC}
+)
+
+
+@dataclass(frozen=True, kw_only=True)
 class LimitsAck(_Line):
     """Whether the keeper lowered the child's CPU and address-space rlimits, and set the
     scratch tmpfs to the run's quota."""
@@ -109,32 +144,41 @@ class ExitReport(_Line):
     """The keeper's finding (not a rusage threshold): the kernel's RLIMIT_CPU clock had
     passed the soft limit the keeper set, and the child died of SIGXCPU, SIGKILL or its
     SIGXCPU handler's exit."""
+    cause: str = ""
+    """What ended the child, when the keeper knows: it killed it (``killed by the keeper:
+    ...``) or the child could not set itself up (``could not set itself up: ...``); ""
+    otherwise."""
     WIRE = (
         ("exit", "status", _INT),
         ("cpu_ms", "cpu_ms", _NUMBER),
         ("maxrss_kib", "maxrss_kib", _INT),
         ("cpu_limit", "cpu_limit", _BOOL),
+        ("cause", "cause", _STR),
     )
 
 
 @dataclass(frozen=True, kw_only=True)
 class LimitsRequest(_Line):
-    """The host's one request: the run's CPU seconds, memory and scratch quota."""
+    """The host's one request: the run's CPU seconds, memory and scratch quota, and the
+    RLIMIT_DATA it chose (the memory itself without a memory cgroup; a backstop 1 GiB above
+    it with one, so the cgroup's own OOM kill comes first, as before)."""
 
     cpu_seconds: float
     memory_mib: int
     scratch_mib: int
+    data_mib: int
     WIRE = (
         ("cpu_seconds", "cpu_seconds", _NUMBER),
         ("memory_mib", "memory_mib", _INT),
         ("scratch_mib", "scratch_mib", _INT),
+        ("data_mib", "data_mib", _INT),
     )
 
 
-KeeperLine: TypeAlias = Hello | SpawnFailed | LimitsAck | ExitReport
+KeeperLine: TypeAlias = Hello | SpawnFailed | SetupFailed | LimitsAck | ExitReport
 _FROM_KEEPER: dict[frozenset[str], type[KeeperLine]] = {
     frozenset(key for key, _, _ in cls.WIRE): cls
-    for cls in (Hello, SpawnFailed, LimitsAck, ExitReport)
+    for cls in (Hello, SpawnFailed, SetupFailed, LimitsAck, ExitReport)
 }
 
 

@@ -2,11 +2,16 @@
 
 Applied in the child after ``no_new_privs`` and before seccomp; it binds the calling thread
 (and everything it forks), so it must run before any thread starts.
+
+Why Landlock is missing matters to whoever runs the host, so :func:`status` tells the cases
+apart: the kernel has none (ENOSYS), it is built but not enabled (EOPNOTSUPP), or a seccomp
+profile refuses its system calls (EPERM: container profiles before Docker 23).
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import platform
 from collections.abc import Iterable
@@ -55,17 +60,49 @@ class LandlockResult:
     scoped: bool
 
 
+ABI_LIMIT: int | None = None
+"""A test seam, not a setting: when set, children use at most this Landlock ABI (and
+``probe`` predicts so), as on an older kernel: 5 has no signal or abstract-socket scoping,
+3 no TCP rules. The host reads it when it asks for a child (``_pool``)."""
+
+
 def _numbers() -> tuple[int, int, int] | None:
     return _SYSCALLS.get(platform.machine())
 
 
-def abi_version() -> int:
-    """The kernel's Landlock ABI, or 0 when Landlock is unavailable."""
+def status(limit: int | None = None) -> tuple[int, str]:
+    """The Landlock ABI this process can use (capped at ``limit``) and, when it is 0, why
+    not, in words that say what the host can do about it."""
     nums = _numbers()
     if nums is None:
-        return 0
+        return 0, f"no Landlock syscall numbers for {platform.machine()}"
     res = _libc.syscall(nums[0], None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
-    return int(res) if res > 0 else 0
+    if res > 0:
+        return (int(res) if limit is None else min(int(res), limit)), ""
+    return 0, unavailable_reason(ctypes.get_errno())
+
+
+def unavailable_reason(err: int) -> str:
+    """Why Landlock is unavailable, from the errno ``landlock_create_ruleset`` gave."""
+    if err == errno.EPERM:
+        return (
+            "Landlock refused by seccomp (EPERM: the container's seccomp profile); "
+            "allow landlock_create_ruleset, landlock_add_rule and landlock_restrict_self "
+            "(Docker 23+ and current containerd profiles do)"
+        )
+    if err == errno.ENOSYS:
+        return "the kernel has no Landlock (ENOSYS): Linux 5.13+ with CONFIG_SECURITY_LANDLOCK"
+    if err == errno.EOPNOTSUPP:
+        return (
+            "Landlock is built into the kernel but not enabled (EOPNOTSUPP): "
+            "add landlock to the lsm= boot parameter"
+        )
+    return f"Landlock unavailable: {os.strerror(err)}"
+
+
+def abi_version() -> int:
+    """The kernel's Landlock ABI, or 0 when Landlock is unavailable."""
+    return status()[0]
 
 
 def _fs_rights(abi: int) -> int:
@@ -89,7 +126,10 @@ def restrict(
     syscall fails; missing paths are skipped.
     """
     nums = _numbers()
-    abi = abi_version() if abi is None else abi
+    if abi is None:
+        abi, why = status()
+        if abi <= 0:
+            raise OSError(why)
     if nums is None or abi <= 0:
         raise OSError("Landlock is not available on this kernel")
     create, add_rule, restrict_self = nums

@@ -12,11 +12,15 @@ Off the critical path (:class:`Chores`): topping the pool up, priming, and the t
 a child whose run finished normally (it is SIGKILLed at once; the confirmation that the tree
 is gone, the socket, scratch dir and cgroup removal follow). A child killed for a limit, a
 protocol breach, an abort or a cancellation is confirmed gone before its run returns.
+
+A child that cannot start is never retried blindly. A lasting cause (:class:`StartFailed`
+with ``lasting``: a permission the host lacks, a kernel feature refused) fails every run at
+once with that cause for :data:`LASTING_RETRY_S`, and nothing is forked meanwhile; after
+any other failure the background refill waits, longer after each failure in a row.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import logging
@@ -25,21 +29,27 @@ import secrets
 import shutil
 import socket
 import tempfile
-from collections.abc import Awaitable, Callable
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 from anyio.abc import UNIXSocketStream
 
+from . import _landlock
 from ._cgroups import CgroupJanitor, RunCgroups
 from ._child_handle import ChildHandle, host_resource_error
-from ._errors import WorkerError
+from ._chores import Chores
+from ._errors import StartFailed, WorkerError
 from ._keeper_lines import LimitsRequest
-from ._types import Containment, Dimension, Enforcement, Limits
+from ._types import Containment, Dimension, Enforcement, Level, Limits
 from ._zygote import ZygoteClient
 
 SPAWN_TIMEOUT_S = 10.0
+LASTING_RETRY_S = 10.0
+"""After a lasting start failure: how long runs fail at once before a child is tried again."""
+REFILL_BACKOFF_S = (0.1, 5.0)
+"""The background refill's wait after a start failure: first, and at most (doubling)."""
 logger = logging.getLogger("ptc.worker")
 
 
@@ -58,35 +68,14 @@ class RunKey:
         return cls(sdk_module, limits.cpu_seconds, limits.memory_mib, limits.scratch_mib)
 
 
-class Chores:
-    """Background work (teardown, refill, priming). On asyncio each chore is a task of its
-    own, awaited by :meth:`wait`; elsewhere :meth:`start` says no and the caller does the
-    work inline."""
-
-    def __init__(self) -> None:
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    def start(self, fn: Callable[[], Awaitable[None]], name: str) -> bool:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return False
-        task = loop.create_task(self._guard(fn, name), name=f"ptc-worker-{name}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return True
-
-    async def wait(self) -> None:
-        """Wait until no chore is left (chores may start others)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
-
-    @staticmethod
-    async def _guard(fn: Callable[[], Awaitable[None]], name: str) -> None:
-        try:
-            await fn()
-        except Exception:
-            logger.exception("background %s failed", name)
+def _worse(was: Enforcement, level: Level, gap: str) -> Enforcement:
+    """``was``, at ``level`` at best, with ``gap`` added (a host step failed after the
+    child reported what it applied)."""
+    order = ("none", "partial", "full")
+    worst = min(was.level, level, key=order.index)
+    return Enforcement(
+        level=worst, mechanism=was.mechanism, gap="; ".join(filter(None, [was.gap, gap]))
+    )
 
 
 class _Entry:
@@ -120,6 +109,10 @@ class ChildPool:
         # Unique per pool: two backends in one process must never share a run's cgroups.
         self._tag = secrets.token_hex(4)
         self.closed = False
+        self._refused: StartFailed | None = None
+        self._refused_at = 0.0
+        self._failures = 0
+        self._refill_after = 0.0
 
     @property
     def children(self) -> tuple[ChildHandle, ...]:
@@ -141,6 +134,12 @@ class ChildPool:
         return {
             "scratch": scratch,
             "cgroups": groups,
+            "cgroup_v2_controllers": list(cgroups.v2_controllers),
+            "cgroup_note": "cgroups off" if not c.cgroups else cgroups.note,
+            "landlock_abi_limit": _landlock.ABI_LIMIT,
+            # A hard scratch quota without a tmpfs costs the child its threads: only when
+            # the run requires a full filesystem.
+            "scratch_gate": "filesystem" in c.require,
             "namespaces": c.namespaces,
             "rlimits": c.rlimits,
             "landlock": c.landlock,
@@ -200,36 +199,69 @@ class ChildPool:
 
     async def spawn(self, key: RunKey | None = None) -> ChildHandle:
         """Fork one contained child (for runs of ``key``, when known) and wait for its
-        ``ready``. Raises ``WorkerError``."""
+        ``ready``. Raises ``WorkerError`` (at once, without forking, while a lasting start
+        failure stands)."""
+        self.check_refused()
         child = await self.request(key)
-        await child.handshake(SPAWN_TIMEOUT_S)
+        try:
+            await child.handshake(SPAWN_TIMEOUT_S)
+        except WorkerError as exc:
+            self._start_failed(exc)
+            raise
+        self._failures = 0
         return child
+
+    def check_refused(self) -> None:
+        """Raise the lasting start failure that still stands, if one does."""
+        if self._refused is not None and time.monotonic() < self._refused_at + LASTING_RETRY_S:
+            raise self._refused
+
+    def _start_failed(self, exc: WorkerError) -> None:
+        """A child did not start: remember a lasting cause, back the refill off."""
+        self._failures += 1
+        wait = min(REFILL_BACKOFF_S[0] * 2 ** (self._failures - 1), REFILL_BACKOFF_S[1])
+        if isinstance(exc, StartFailed) and exc.lasting:
+            if self._refused is None:
+                logger.error("no child can start on this host: %s", exc)
+            self._refused = exc
+            self._refused_at = time.monotonic()
+            wait = LASTING_RETRY_S
+        self._refill_after = time.monotonic() + wait
 
     async def limit(self, child: ChildHandle, key: RunKey) -> dict[Dimension, Enforcement]:
         """Write the cgroup memory limit and have the keeper lower the rlimits and size the
         scratch tmpfs; the child's enforcement, downgraded where that failed."""
         enforcement = child.enforcement
-        if self.containment.cgroups and child.cgroups.memory is not None:
-            if not child.cgroups.set_memory_limit(key.memory_mib * 1024 * 1024):
-                enforcement["memory"] = Enforcement(
-                    level="partial", mechanism="RLIMIT_AS", gap="could not write cgroup limit"
+        capped = False  # a memory cgroup holds the run
+        if self.containment.cgroups and child.cgroups.has_memory:
+            capped = child.cgroups.set_memory_limit(key.memory_mib * 1024 * 1024)
+            if not capped:
+                enforcement["memory"] = _worse(
+                    enforcement["memory"], "partial", "could not write the cgroup memory limit"
                 )
         ack = await child.keeper.apply_limits(
             LimitsRequest(
                 cpu_seconds=key.cpu_seconds,
                 memory_mib=key.memory_mib,
                 scratch_mib=key.scratch_mib,
+                # Under a cgroup limit a backstop as far above it as RLIMIT_AS: the OOM kill
+                # stays what ends a run at its memory limit, as before.
+                data_mib=key.memory_mib + 1024 if capped else key.memory_mib,
             )
         )
         if self.containment.rlimits and not ack.applied:
-            enforcement["cpu"] = Enforcement(
-                level="none", mechanism="none", gap=f"RLIMIT_CPU not applied: {ack.error}"
-            )
-        if ack.scratch_error and "tmpfs" in enforcement["filesystem"].mechanism:
-            fs = enforcement["filesystem"]
-            gap = f"scratch quota not applied: {ack.scratch_error}"
-            enforcement["filesystem"] = Enforcement(
-                level=fs.level, mechanism=fs.mechanism, gap="; ".join(filter(None, [fs.gap, gap]))
+            why = f"rlimits not applied: {ack.error}"
+            enforcement["cpu"] = Enforcement(level="none", mechanism="none", gap=why)
+            if not capped:
+                enforcement["memory"] = _worse(enforcement["memory"], "none", why)
+        if ack.scratch_error and "scratch" in enforcement["filesystem"].mechanism:
+            # A tmpfs that could not be resized still holds a (smaller, or other) quota; a
+            # keeper's quota that could not start holds none.
+            keeper = "keeper scratch quota" in enforcement["filesystem"].mechanism
+            enforcement["filesystem"] = _worse(
+                enforcement["filesystem"],
+                "partial" if keeper else enforcement["filesystem"].level,
+                f"scratch quota not applied: {ack.scratch_error}",
             )
         return enforcement
 
@@ -245,6 +277,8 @@ class ChildPool:
             entry.error = WorkerError("a pooled child was not primed in time")
         except WorkerError as exc:
             entry.error = exc
+            if not child.ready:
+                self._start_failed(exc)
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             entry.error = WorkerError(f"could not prime a pooled child: {exc!r}")
         finally:
@@ -255,6 +289,7 @@ class ChildPool:
     async def fill(self) -> None:
         """Top the pool up and wait until every pooled child is primed (or failed)."""
         await self.chores.wait()
+        self.check_refused()
         await self._top_up()
         for entry in list(self._pool):
             await entry.primed.wait()  # primed by a chore (or inline), never twice at once
@@ -274,6 +309,8 @@ class ChildPool:
                 entry.key, entry.primed = key, anyio.Event()
                 await self._start_priming(entry)
         while len(self._pool) < self.containment.pool_size and not self.closed:
+            if time.monotonic() < self._refill_after:
+                return  # children failed to start just now: not again at once
             entry = _Entry(await self.request(key), key)
             self._pool.append(entry)
             await self._start_priming(entry)
@@ -305,6 +342,7 @@ class ChildPool:
         ``None``: unprimed; the caller applies the limits and sends the SDK in ``start``.
         Raises ``WorkerError`` when no child can be had."""
         self._last_key = key
+        self.check_refused()
         for doomed in self._doomed:
             await doomed.close(self.janitor)
         self._doomed.clear()

@@ -72,7 +72,9 @@ class RunChannel:
         loop's reader callback, one read (at most 64 KiB) per readiness, so a flooding
         child cannot starve the loop; the caller's task only waits for the end. Frames read
         after a stop are dropped (the caller is done with the stream). ``handle`` must not
-        block; it runs outside any task."""
+        block; it runs outside any task, so it must not start tasks or cancel scopes through
+        anyio (which finds the running loop there only if ``anyio.run`` started it, once
+        ``sniffio`` is installed)."""
         while self._frames:  # read before (the handshake's read may have brought more)
             if not handle(self._frames.popleft()):
                 return True

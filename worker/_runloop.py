@@ -77,7 +77,8 @@ class RunLoop:
         self.log_bytes = 0
         self.last_id = 0
         self.done: Frame | None = None
-        self.peak_memory_kib = 0
+        self.peak_memory_kib: int | None = None
+        """The child's peak memory when the host measured it (cgroup or ``VmHWM``)."""
         self.cpu_ms = 0.0
         """The child's CPU time when its exit report is not awaited (a finished run)."""
         self.handler_error: BaseException | None = None
@@ -131,7 +132,9 @@ class RunLoop:
     def _stats(self, child: ChildHandle | None) -> RunStats:
         report = child.keeper.exit if child is not None else None
         cpu_ms = float(report.cpu_ms) if report else self.cpu_ms
-        peak = self.peak_memory_kib or (report.maxrss_kib if report else 0)
+        peak = self.peak_memory_kib
+        if peak is None and report is not None and report.maxrss_kib > 0:
+            peak = report.maxrss_kib
         return RunStats(
             wall_ms=(time.monotonic() - self.started) * 1000.0,
             cpu_ms=cpu_ms,
@@ -194,8 +197,14 @@ class RunLoop:
             self._scope.cancel()
 
     async def _frames(self, child: ChildHandle, tg: anyio.abc.TaskGroup) -> Kill | None:
-        """Handle the child's frames as they come (see :meth:`RunChannel.push_frames`)
-        until a kill or the end of the stream."""
+        """Handle the child's frames as they come until a kill or the end of the stream.
+
+        A :class:`CallStarter` (whose ``start`` may be called outside any task) is pushed
+        its frames from the event loop's reader callback (:meth:`RunChannel.push_frames`).
+        A plain handler gets a task of the run's task group per batch, and anyio can start
+        one only from a task: outside any, it finds the running loop through ``sniffio``
+        when that is installed, which fails on a loop ``anyio.run`` did not start (Ray's
+        actors, ``asyncio.run``). Its frames are read in this task instead."""
         kill: list[Kill] = []
 
         def handle(frame: Frame) -> bool:
@@ -205,8 +214,10 @@ class RunLoop:
                 return False
             return True
 
+        channel = child.channel
+        take = channel.push_frames if self._starter is not None else channel.pull_frames
         try:
-            stopped = await child.channel.push_frames(handle)
+            stopped = await take(handle)
         except ProtocolError as exc:
             return ("protocol", exc.detail)
         if stopped:
@@ -345,6 +356,8 @@ class RunLoop:
         report = child.keeper.exit
         if report is None:
             return ("worker-exit", f"the child exited without an exit status{broken}")
+        if report.cause:  # the keeper killed it (its scratch quota), and says for what
+            return ("worker-exit", f"the child was {report.cause}")
         if report.cpu_limit:
             # The keeper's finding: the kernel's RLIMIT_CPU clock passed the soft limit and
             # the child died of SIGXCPU (its handler), or of the hard limit's SIGKILL.

@@ -1,15 +1,33 @@
-"""The child's seccomp filter (libseccomp via pyseccomp; libseccomp checks the arch).
+"""The child's seccomp filters: one built once in the zygote, one per child for its own pid.
 
-Denied with EPERM: ``socket`` (``socketpair`` stays: the runtime and asyncio need it), exec,
-fork/vfork, ``clone`` without ``CLONE_THREAD`` (threads still work), ptrace, mount and
-namespace calls, bpf, io_uring, keyrings, module loading and other kernel-attack surface.
-``clone3`` answers ENOSYS so libc falls back to ``clone``, whose flags we can inspect.
-A syscall from a foreign arch kills the process (libseccomp's default bad-arch action).
+The base filter (libseccomp via pyseccomp; libseccomp checks the arch) answers EPERM to:
+``socket`` (``socketpair`` stays: the runtime and asyncio need it), exec, fork/vfork,
+``clone`` without ``CLONE_THREAD`` (threads still work), ptrace, mount and namespace calls,
+bpf, io_uring, keyrings, module loading and other kernel-attack surface; the calls that would
+let a program signal another process without naming its pid (``tkill``, which takes any
+thread id, ``pidfd_send_signal``, ``fcntl``/``ioctl`` that make a file send SIGIO to another
+owner); and every kind of memory that private-memory accounting (RLIMIT_DATA) does not see
+and that may outlive the process: ``memfd_create``, System V shared memory, semaphores and
+message queues, POSIX message queues, shared anonymous ``mmap``, larger pipe buffers.
+``clone3`` answers ENOSYS so libc falls back to ``clone``, whose flags we can inspect. A
+syscall from a foreign arch kills the process (libseccomp's default bad-arch action).
+
+The per-child filter (:func:`signal_filter`, a few classic BPF instructions built without
+libseccomp, once in the zygote: a child patches its pid in) allows ``kill``, ``tgkill``,
+``rt_sigqueueinfo``, ``rt_tgsigqueueinfo`` and ``pidfd_open`` only with the child's own pid
+as their first argument, compared on all 64 bits (the kernel reads 32: a value with high bits set is
+refused, never truncated to another pid); 0, -1 and negative pids (process groups, every
+process) are refused. Without a pid namespace or Landlock's signal scope (ABI 6), this is
+what keeps a program from signalling the host's processes of its uid.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
+import os
+import platform
+import struct
 from typing import Any
 
 DENIED_SYSCALLS: tuple[str, ...] = (
@@ -49,8 +67,84 @@ DENIED_SYSCALLS: tuple[str, ...] = (
     "fsmount",
     "open_tree",
     "move_mount",
+    # Signals to a target the pid filter cannot see: any thread id, a pidfd.
+    "tkill",
+    "pidfd_send_signal",
+    "pidfd_getfd",
+    "process_madvise",
+    # Memory outside RLIMIT_DATA, some of it outliving the process without an ipc namespace.
+    "memfd_create",
+    "memfd_secret",
+    "shmget",
+    "shmat",
+    "shmctl",
+    "semget",
+    "semop",
+    "semtimedop",
+    "semctl",
+    "msgget",
+    "msgsnd",
+    "msgrcv",
+    "msgctl",
+    "mq_open",
+    "mq_unlink",
+    "mq_timedsend",
+    "mq_timedreceive",
+    "mq_notify",
+    "mq_getsetattr",
+    # Asynchronous I/O writes files without a write(2) the keeper's gate would see.
+    "io_setup",
+    "io_submit",
 )
 _CLONE_THREAD = 0x00010000
+_LOW_32 = 0xFFFFFFFF
+_F_SETOWN = 8
+_F_SETOWN_EX = 15
+_F_SETPIPE_SZ = 1031
+_FIOSETOWN = 0x8901
+_SIOCSPGRP = 0x8902
+_MAP_SHARED = 0x01  # MAP_SHARED_VALIDATE (0x03) has this bit too
+_MAP_ANONYMOUS = 0x20
+ARGUMENT_RULES: tuple[tuple[str, str, int, int, int], ...] = (
+    # (what it stops, syscall, argument, mask, value): EPERM when (arg & mask) == value.
+    # The kernel reads these arguments as 32-bit ints: only the low half is compared.
+    ("SIGIO to another owner", "fcntl", 1, _LOW_32, _F_SETOWN),
+    ("SIGIO to another owner", "fcntl", 1, _LOW_32, _F_SETOWN_EX),
+    ("SIGIO to another owner", "ioctl", 1, _LOW_32, _FIOSETOWN),
+    ("SIGIO to another owner", "ioctl", 1, _LOW_32, _SIOCSPGRP),
+    ("pipe buffers beyond 64 KiB", "fcntl", 1, _LOW_32, _F_SETPIPE_SZ),
+    (
+        "shared anonymous memory",
+        "mmap",
+        3,
+        _MAP_SHARED | _MAP_ANONYMOUS,
+        _MAP_SHARED | _MAP_ANONYMOUS,
+    ),
+)
+SIGNAL_SYSCALLS: tuple[str, ...] = (
+    "kill",
+    "tgkill",
+    "rt_sigqueueinfo",
+    "rt_tgsigqueueinfo",
+    "pidfd_open",
+)
+"""Allowed only with the child's own pid as first argument (:func:`signal_filter`)."""
+GROWTH_SYSCALLS: tuple[str, ...] = (
+    "write",
+    "pwrite64",
+    "writev",
+    "pwritev",
+    "pwritev2",
+    "sendfile",
+    "copy_file_range",
+    "splice",
+    "ftruncate",
+    "truncate",
+    "fallocate",
+)
+"""Every call that can make a file longer (or allocate its blocks): where no tmpfs holds the
+scratch quota, each one waits for the keeper's yes (:func:`write_gate_filter`). Shared
+mappings cannot extend a file; the channel is written with ``send``, never gated."""
 
 
 try:
@@ -66,11 +160,35 @@ def available() -> bool:
     return _sc is not None
 
 
-_prepared: tuple[Any, tuple[str, ...]] | None = None
+class _Prepared:
+    """The base filter, what it denies, and what the per-child filter needs to know."""
+
+    def __init__(
+        self,
+        filt: Any,
+        denied: tuple[str, ...],
+        arch: int,
+        signals: tuple[int, ...],
+        growth: dict[int, str],
+        clone: int,
+    ) -> None:
+        self.filter = filt
+        self.denied = denied
+        self.arch = arch
+        self.signal_numbers = signals
+        self.growth = growth
+        self.clone = clone
+        # The per-child filter differs only in the pid it compares: built once here, and
+        # each child patches its pid in (one jeq's constant) instead of building it.
+        self.signal_template = signal_filter(_PLACEHOLDER_PID, arch=arch, numbers=signals)
+        self.pid_offset = _pid_offset(self.signal_template)
+
+
+_prepared: _Prepared | None = None
 
 
 def prepare() -> None:
-    """Build the filter now (the zygote does, once, before it forks): a child then only
+    """Build the base filter now (the zygote does, once, before it forks): a child then only
     loads it, about 0.2 ms instead of 0.9 ms here. Raises like :func:`install`."""
     global _prepared
     if _prepared is not None:
@@ -88,16 +206,156 @@ def prepare() -> None:
         denied.append(name)
     filt.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, _CLONE_THREAD, 0))
     filt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
-    _prepared = (filt, (*denied, "clone(without CLONE_THREAD)", "clone3(ENOSYS)"))
+    for _, name, arg, mask, value in ARGUMENT_RULES:
+        filt.add_rule(sc.ERRNO(errno.EPERM), name, sc.Arg(arg, sc.MASKED_EQ, mask, value))
+    arch = int(sc.system_arch())
+    numbers = tuple(int(sc.resolve_syscall(sc.Arch.NATIVE, n)) for n in SIGNAL_SYSCALLS)
+    growth = {int(sc.resolve_syscall(sc.Arch.NATIVE, n)): n for n in GROWTH_SYSCALLS}
+    clone = int(sc.resolve_syscall(sc.Arch.NATIVE, "clone"))
+    _prepared = _Prepared(
+        filt,
+        (*denied, "clone(without CLONE_THREAD)", "clone3(ENOSYS)"),
+        arch,
+        numbers,
+        growth,
+        clone,
+    )
 
 
 def install() -> tuple[str, ...]:
-    """Load the filter into the calling thread (sets no_new_privs); returns what it denies.
+    """Load the base filter and the signal filter for this process's pid into the calling
+    thread (``no_new_privs`` must be set); returns what they deny.
 
-    Raises ``OSError``/``ImportError`` when seccomp cannot be applied.
+    Raises ``OSError`` when seccomp cannot be applied.
     """
     prepare()
     assert _prepared is not None
-    filt, denied = _prepared
-    filt.load()
-    return denied
+    _prepared.filter.load()
+    program = bytearray(_prepared.signal_template)
+    struct.pack_into("=I", program, _prepared.pid_offset, os.getpid())
+    _load(bytes(program))
+    return (*_prepared.denied, "signals to any pid but its own")
+
+
+def growth_syscalls() -> dict[int, str]:
+    """The numbers of :data:`GROWTH_SYSCALLS` on this arch (for the keeper's gate)."""
+    prepare()
+    assert _prepared is not None
+    return dict(_prepared.growth)
+
+
+def install_write_gate() -> int:
+    """Load the write gate into the calling thread: every call of :data:`GROWTH_SYSCALLS`
+    waits until the holder of the returned listener fd answers (seccomp user notification,
+    Linux 5.5 for the answer "go on"), and ``clone`` is refused, so no thread can change
+    the process's files while one waits. Raises ``OSError`` where the kernel or a
+    container's profile refuses it."""
+    prepare()
+    assert _prepared is not None
+    program = write_gate_filter(
+        arch=_prepared.arch, numbers=tuple(_prepared.growth), refused=(_prepared.clone,)
+    )
+    return _load(program, flags=_SECCOMP_FILTER_FLAG_NEW_LISTENER)
+
+
+def write_gate_filter(*, arch: int, numbers: tuple[int, ...], refused: tuple[int, ...]) -> bytes:
+    """The write gate as packed ``sock_filter`` instructions: ``numbers`` go to the
+    listener, ``refused`` get EPERM, everything else (and a foreign arch, which the base
+    filter kills) passes."""
+    checks = [*((n, True) for n in numbers), *((n, False) for n in refused)]
+    allow = 3 + len(checks)
+    notify, deny = allow + 1, allow + 2
+    prog = [
+        (_LD_W_ABS, 0, 0, _ARCH_OFFSET),
+        (_JEQ_K, 0, allow - 2, arch),
+        (_LD_W_ABS, 0, 0, _NR_OFFSET),
+    ]
+    for i, (number, gated) in enumerate(checks):
+        target = notify if gated else deny
+        prog.append((_JEQ_K, target - (3 + i) - 1, 0, number))
+    prog += [
+        (_RET_K, 0, 0, _RET_ALLOW),
+        (_RET_K, 0, 0, _RET_USER_NOTIF),
+        (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM),
+    ]
+    return b"".join(struct.pack("=HBBI", *ins) for ins in prog)
+
+
+# Classic BPF, as seccomp reads it (linux/filter.h, linux/seccomp.h).
+_LD_W_ABS = 0x20
+_JEQ_K = 0x15
+_RET_K = 0x06
+_RET_ALLOW = 0x7FFF0000
+_RET_ERRNO = 0x00050000
+_RET_USER_NOTIF = 0x7FC00000
+_SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
+_ARCH_OFFSET = 4
+_NR_OFFSET = 0
+_ARG0_LOW = 16  # seccomp_data.args[0], little-endian (x86_64, aarch64)
+_ARG0_HIGH = 20
+_SECCOMP_SET_MODE_FILTER = 1
+
+
+_PLACEHOLDER_PID = 0x7FFFFFFE
+
+
+def _pid_offset(template: bytes) -> int:
+    """Where the pid constant sits in a :func:`signal_filter` built for the placeholder."""
+    for at in range(0, len(template), 8):
+        code, _, _, k = struct.unpack_from("=HBBI", template, at)
+        if code == _JEQ_K and k == _PLACEHOLDER_PID:
+            return at + 4
+    raise ValueError("no pid in the signal filter")
+
+
+def signal_filter(own_pid: int, *, arch: int, numbers: tuple[int, ...]) -> bytes:
+    """The per-child filter as packed ``sock_filter`` instructions: the calls ``numbers``
+    get EPERM unless their first argument is exactly ``own_pid`` (all 64 bits); every other
+    call, and any call from a foreign arch (which the base filter kills), is allowed."""
+    if not 0 < own_pid <= 0x7FFFFFFF:
+        raise ValueError(f"not a pid: {own_pid}")
+    n = len(numbers)
+    # Layout: 0 ld arch; 1 jeq arch; 2 ld nr; 3..3+n-1 jeq nr -> check; 3+n ret allow;
+    # check: ld low; jeq pid; ld high; jeq 0; ret allow; ret errno.
+    allow_early = 3 + n
+    check = allow_early + 1
+    allow, deny = check + 4, check + 5
+    prog = [
+        (_LD_W_ABS, 0, 0, _ARCH_OFFSET),
+        (_JEQ_K, 0, allow_early - 2, arch),
+        (_LD_W_ABS, 0, 0, _NR_OFFSET),
+    ]
+    for i, number in enumerate(numbers):
+        at = 3 + i
+        prog.append((_JEQ_K, check - at - 1, 0, number))
+    prog += [
+        (_RET_K, 0, 0, _RET_ALLOW),
+        (_LD_W_ABS, 0, 0, _ARG0_LOW),
+        (_JEQ_K, 0, deny - (check + 1) - 1, own_pid),
+        (_LD_W_ABS, 0, 0, _ARG0_HIGH),
+        (_JEQ_K, allow - (check + 3) - 1, deny - (check + 3) - 1, 0),
+        (_RET_K, 0, 0, _RET_ALLOW),
+        (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM),
+    ]
+    return b"".join(struct.pack("=HBBI", *ins) for ins in prog)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}.get(platform.machine())
+
+
+def _load(program: bytes, flags: int = 0) -> int:
+    if _SYS_SECCOMP is None:
+        raise OSError(errno.ENOSYS, f"seccomp: no syscall number for {platform.machine()}")
+    buf = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    result = int(_libc.syscall(_SYS_SECCOMP, _SECCOMP_SET_MODE_FILTER, flags, ctypes.byref(fprog)))
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"seccomp(SET_MODE_FILTER): {os.strerror(err)}")
+    return result

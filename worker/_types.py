@@ -165,16 +165,20 @@ class Enforcement:
 @dataclass(frozen=True, kw_only=True)
 class RunStats:
     """What one run cost. ``node`` names the machine it ran on when that is not the host
-    (``worker.ray``); empty for local runs, and then left out of :meth:`as_json`."""
+    (``worker.ray``); empty for local runs, and then left out of :meth:`as_json`.
+
+    ``peak_memory_kib`` is the child's peak as its memory cgroup counted it, else its peak
+    resident set (``VmHWM``, or the keeper's ``ru_maxrss``); ``None`` when neither could be
+    read (a run that never had a child, a child gone unreported), never a made-up 0."""
 
     wall_ms: float = 0.0
     cpu_ms: float = 0.0
     calls: int = 0
-    peak_memory_kib: int = 0
+    peak_memory_kib: int | None = None
     node: str = ""
 
-    def as_json(self) -> dict[str, float | int | str]:
-        data: dict[str, float | int | str] = {
+    def as_json(self) -> dict[str, float | int | str | None]:
+        data: dict[str, float | int | str | None] = {
             "wall_ms": self.wall_ms,
             "cpu_ms": self.cpu_ms,
             "calls": self.calls,

@@ -11,6 +11,12 @@ and a failed fork is written there as ``{"error": str}`` (so requests never bloc
 A message ``{"compile": true}`` carrying one fd (a memfd holding an SDK module's
 UTF-8 text) has the zygote compile the module, so the children it forks afterwards share
 the code objects instead of compiling it each.
+
+The host removes a run's scratch dir and cgroups itself. A host that dies without saying
+goodbye (``{"stop": true}``, sent when it stops the zygote) cannot: a lost Ray node, an
+OOM kill. The zygote then outlives it briefly (the death signal it asks for is SIGTERM,
+which it handles): its keepers end as their sockets close, and it removes what they
+leave behind (:class:`_Leftovers`) before it exits.
 """
 
 from __future__ import annotations
@@ -21,10 +27,13 @@ import importlib
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import time
+from collections import deque
 from typing import Any
 
 from ._errors import WorkerError
@@ -49,6 +58,9 @@ PRELOAD: tuple[str, ...] = (
     "_strptime",
 )
 """Imported by the zygote before it forks, so a child never reads them from disk."""
+LEFTOVERS_WAIT_S = 5.0
+"""How long a zygote whose host died waits for its keepers to end before it removes what
+they left and exits (a keeper ends as soon as its host's socket closes)."""
 MAX_MESSAGE = 1 << 20
 MAX_SDK_MODULE_BYTES = 64 << 20
 """Largest SDK module the zygote compiles (a bigger one is compiled by each child)."""
@@ -83,15 +95,64 @@ def _preload() -> None:
             pass
 
 
-def _reap() -> None:
-    try:
-        while os.waitpid(-1, os.WNOHANG)[0]:
+class _Leftovers:
+    """The scratch dir and cgroup directories of each keeper this zygote forked: what a
+    host that died could not remove. Kept while the keeper runs and for the last
+    :data:`_ENDED` keepers that ended (their host may not have removed them yet)."""
+
+    _ENDED = 1024
+
+    def __init__(self) -> None:
+        self.running: dict[int, list[str]] = {}
+        self._ended: deque[list[str]] = deque(maxlen=self._ENDED)
+
+    def forked(self, pid: int, cfg: dict[str, Any]) -> None:
+        cgroups = [os.path.dirname(procs) for _, procs in cfg.get("cgroups", [])]
+        self.running[pid] = [cfg["scratch"], *cgroups]
+
+    def reap(self) -> None:
+        """Reap every exited child (keepers, and orphans: the zygote is a subreaper)."""
+        try:
+            while pid := os.waitpid(-1, os.WNOHANG)[0]:
+                paths = self.running.pop(pid, None)
+                if paths is not None:
+                    self._ended.append(paths)
+        except ChildProcessError:
             pass
-    except ChildProcessError:
-        pass
+
+    def remove(self, wake_r: int) -> None:
+        """The host is gone: wait (bounded) for the keepers to end, then remove what every
+        keeper that ended left behind (the host removed most of it already)."""
+        deadline = time.monotonic() + LEFTOVERS_WAIT_S
+        self.reap()
+        while self.running and (left := deadline - time.monotonic()) > 0:
+            if select.select([wake_r], [], [], left)[0]:  # SIGCHLD
+                os.read(wake_r, 4096)
+            self.reap()
+        for scratch, *cgroups in self._ended:
+            shutil.rmtree(scratch, ignore_errors=True)  # empty but for a run without a tmpfs
+            for path in cgroups:
+                _remove_cgroup(path, deadline=time.monotonic() + 1.0)
+        self._ended.clear()
 
 
-def _spawn(msg: dict[str, Any], fds: list[int], static: dict[str, Any]) -> None:
+def _remove_cgroup(path: str, *, deadline: float) -> None:
+    """``rmdir`` a cgroup, retrying while the kernel still accounts its last exits."""
+    while True:
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.005)
+
+
+def _spawn(
+    msg: dict[str, Any], fds: list[int], static: dict[str, Any], leftovers: _Leftovers
+) -> None:
     from ._keeper import keeper_main
 
     if len(fds) != 2:
@@ -109,7 +170,9 @@ def _spawn(msg: dict[str, Any], fds: list[int], static: dict[str, Any]) -> None:
             os.close(fd)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         keeper_main(cfg, fds[0], fds[1])
+    leftovers.forked(pid, cfg)
 
 
 def _read_module(fd: int) -> str | None:
@@ -137,7 +200,10 @@ def main(control_fd: int) -> None:
     from . import _seccomp
     from ._syscalls import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, prctl
 
-    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    host_gone: list[bool] = []
+    # The host's death is a SIGTERM (not a SIGKILL): the zygote then cleans up after it.
+    signal.signal(signal.SIGTERM, lambda *_: host_gone.append(True))
+    prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() == 1:  # the host died before we set the death signal
         return
     prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -155,12 +221,14 @@ def main(control_fd: int) -> None:
     static["close_in_child"] = [control_fd, wake_r, wake_w]
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    while True:
+    leftovers = _Leftovers()
+    goodbye = False
+    while not host_gone:
         watched: list[Any] = [control, wake_r]
         ready, _, _ = select.select(watched, [], [])
         if wake_r in ready:
             os.read(wake_r, 4096)
-            _reap()
+            leftovers.reap()
         if control not in ready:
             continue
         data, fds, _, _ = socket.recv_fds(control, MAX_MESSAGE, 4)
@@ -168,17 +236,23 @@ def main(control_fd: int) -> None:
             break
         try:
             msg = json.loads(data)
+            if "stop" in msg:
+                goodbye = True
+                break
             if "compile" in msg:
                 if len(fds) == 1:
                     _compile(_read_module(fds[0]))
             else:
-                _spawn(msg, fds, static)
+                _spawn(msg, fds, static, leftovers)
         except (ValueError, KeyError, TypeError):
             pass  # a malformed request: closing its fds tells the host
         finally:
             for fd in fds:
                 os.close(fd)
-    _reap()
+    if goodbye:  # the host closed its pool: nothing of ours is left
+        leftovers.reap()
+    else:  # the host died (or dropped its end): what it could not remove, we do
+        leftovers.remove(wake_r)
 
 
 class ZygoteClient:
@@ -264,8 +338,14 @@ class ZygoteClient:
         return self._control
 
     def stop(self) -> None:
-        """Close the control channel (the zygote exits on EOF), then kill and reap it."""
+        """Say goodbye and close the control channel (the zygote exits), then reap it
+        (killed if it takes more than a second).
+
+        Without the goodbye (a host that died) the zygote removes what its keepers left
+        behind; a host that stops it has closed its children and removed that itself."""
         if self._control is not None:
+            with contextlib.suppress(OSError):
+                self._control.send(b'{"stop": true}')
             self._control.close()
             self._control = None
         proc, self._proc = self._proc, None

@@ -1,4 +1,5 @@
-"""What the ``ptc`` subcommands share: one-line usage errors and ``MODULE:FUNC`` loading."""
+"""What the ``ptc`` subcommands share: one-line usage errors, ``MODULE:FUNC`` loading and
+``--require``."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn, cast
+from typing import Any, NoReturn, cast
+
+from worker import DIMENSIONS, Containment, Dimension
 
 from .._errors import PtcError
 from .._runtime import ToolRuntime
 
-__all__ = ("CliError", "Parser", "call_tools_func", "load_tools")
+__all__ = ("CliError", "Parser", "add_require", "call_tools_func", "containment", "load_tools")
 
 
 class CliError(PtcError):
@@ -53,6 +56,33 @@ def load_tools(spec: str) -> Callable[[ToolRuntime], object]:
     if not callable(func):
         raise CliError(f"{module_name!r} has no function {func_name!r}")
     return cast(Callable[[ToolRuntime], object], func)
+
+
+def add_require(parser: Any) -> None:
+    """Add ``--require DIM,...|none`` to a subcommand's parser."""
+    parser.add_argument(
+        "--require",
+        metavar="DIM,...|none",
+        help="containment dimensions a run needs at full, else it fails closed "
+        f"({','.join(DIMENSIONS)}; default: all; none accepts what the host provides)",
+    )
+
+
+def containment(require: str | None) -> Containment | None:
+    """The ``Containment`` for ``--require`` (``None`` when the flag is absent: the default,
+    all five). Raises :class:`CliError`."""
+    if require is None:
+        return None
+    words = [word.strip() for word in require.split(",")]
+    if words == ["none"]:
+        return Containment(require=frozenset())
+    unknown = [word for word in words if word not in DIMENSIONS]
+    if unknown:
+        raise CliError(
+            f"--require wants dimensions from {','.join(DIMENSIONS)} separated by commas, "
+            f"or none; got {require!r}"
+        )
+    return Containment(require=frozenset(cast(list[Dimension], words)))
 
 
 async def call_tools_func(func: Callable[[ToolRuntime], object], runtime: ToolRuntime) -> None:

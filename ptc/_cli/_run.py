@@ -2,8 +2,9 @@
 
 The program is what a model would send to ``run_code`` (a function body; ``return`` gives
 the result), run in a fresh contained worker with the tools ``--tools MODULE:FUNC``
-registers. Prints the captured output, the result and the enforcement report (``--json``:
-the whole ``ToolResult``); the exit status is 1 when the run failed, 2 for a usage problem.
+registers; ``--require`` names the containment dimensions that must be full (default: all).
+Prints the captured output, the result and the enforcement report (``--json``: the whole
+``ToolResult``); the exit status is 1 when the run failed, 2 for a usage problem.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ from typing import Any
 
 import anyio
 
-from worker import Limits
+from worker import Containment, Limits
 
 from .._json import thaw
 from .._layers import PROFILES
 from .._results import ToolResult
 from .._runtime import ToolRuntime
-from ._common import CliError, call_tools_func, load_tools
+from ._common import CliError, add_require, call_tools_func, containment, load_tools
 
 __all__ = ("add_parser", "main", "result_json")
 
@@ -40,6 +41,7 @@ def add_parser(sub: Any) -> None:
     run.add_argument("--profile", choices=PROFILES, default="python", help="language profile")
     run.add_argument("--wall", type=float, metavar="S", help="wall-clock limit in seconds")
     run.add_argument("--memory", type=int, metavar="MIB", help="memory limit in MiB")
+    add_require(run)
     run.add_argument("--json", action="store_true", help="print the whole ToolResult as JSON")
 
 
@@ -55,8 +57,9 @@ def main(args: argparse.Namespace) -> int:
             limits = Limits(**options)
         except (TypeError, ValueError) as exc:
             raise CliError(f"bad limit: {exc}") from exc
+        required = containment(args.require)
         tools = load_tools(args.tools) if args.tools else None
-        result = anyio.run(_run, code, tools, args.profile, limits)
+        result = anyio.run(_run, code, tools, args.profile, limits, required)
     except CliError as exc:
         print(f"ptc run: {exc}", file=sys.stderr)
         return 2
@@ -68,8 +71,12 @@ def main(args: argparse.Namespace) -> int:
     return 1 if result.is_error else 0
 
 
-async def _run(code: str, tools: Any, profile: Any, limits: Limits) -> ToolResult:
-    async with ToolRuntime(default_mode="code", profile=profile, limits=limits) as runtime:
+async def _run(
+    code: str, tools: Any, profile: Any, limits: Limits, required: Containment | None
+) -> ToolResult:
+    async with ToolRuntime(
+        default_mode="code", profile=profile, limits=limits, containment=required
+    ) as runtime:
         if tools is not None:
             await call_tools_func(tools, runtime)
         return await runtime.root.run_code(code)
@@ -121,9 +128,10 @@ def _report(result: ToolResult) -> str:
     stats = result.meta.get("stats")
     if isinstance(stats, dict):
         wall, cpu = stats.get("wall_ms", 0), stats.get("cpu_ms", 0)
-        calls, peak = stats.get("calls", 0), stats.get("peak_memory_kib", 0)
+        calls, peak = stats.get("calls", 0), stats.get("peak_memory_kib")
+        memory = "peak memory not measured" if peak is None else f"peak memory {peak} KiB"
         lines += [
             "== stats ==",
-            f"wall {wall:.0f} ms, cpu {cpu:.0f} ms, {calls} tool calls, peak memory {peak} KiB",
+            f"wall {wall:.0f} ms, cpu {cpu:.0f} ms, {calls} tool calls, {memory}",
         ]
     return "\n".join(lines)

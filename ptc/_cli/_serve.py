@@ -19,10 +19,12 @@ from typing import Any
 
 import anyio
 
+from worker import Containment
+
 from .._errors import ConfigurationError, UsageError
 from .._layers import MODES, PROFILES
 from .._runtime import ToolRuntime
-from ._common import CliError, call_tools_func, load_tools
+from ._common import CliError, add_require, call_tools_func, containment, load_tools
 
 __all__ = ("add_parser", "main", "parse_host_port")
 
@@ -44,6 +46,7 @@ def add_parser(sub: Any) -> None:
     serve.add_argument("--mode", choices=MODES, default="code",
                        help="how the scope presents its tools (default: code)")
     serve.add_argument("--profile", choices=PROFILES, default="python", help="language profile")
+    add_require(serve)
     serve.add_argument("--http", metavar="HOST:PORT",
                        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
     serve.add_argument("--token-file", metavar="FILE",
@@ -86,6 +89,7 @@ class _Plan:
     no_auth: bool
     mount_timeout: float
     max_runs: int | None
+    required: Containment | None  # --require
 
 
 def main(args: argparse.Namespace) -> int:
@@ -169,6 +173,7 @@ def _plan(args: argparse.Namespace) -> _Plan:
         no_auth=args.no_auth,
         mount_timeout=args.mount_timeout,
         max_runs=args.max_runs,
+        required=containment(args.require),
     )
 
 
@@ -208,7 +213,7 @@ def _command(line: str) -> list[str]:
 
 
 async def _serve(plan: _Plan, stop: anyio.CancelScope) -> None:
-    async with ToolRuntime(profile=plan.profile) as runtime:
+    async with ToolRuntime(profile=plan.profile, containment=plan.required) as runtime:
         with stop:
             await _serve_in(runtime, plan)
 

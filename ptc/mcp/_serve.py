@@ -5,13 +5,17 @@
 (its lifespan), not in the request's task: a client's ``notifications/cancelled`` fires the
 call's :class:`ptc.CancelSignal`, so the pipeline ends the call the way it ends any aborted
 call (``ABORTED``, the worker killed, listeners run) instead of being torn down mid-stage.
+A ``run_code`` program's output reaches the client while it runs (the ``code/output``
+event): as progress notifications when the request asked for progress, and as log
+messages (logger ``ptc/code-output``).
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -132,12 +136,14 @@ def server(
         signal = ptc.CancelSignal()
         outcome: list[ptc.ToolResult | BaseException] = []
         done = anyio.Event()
+        call_id = f"mcp_{secrets.token_hex(6)}"
 
         async def run() -> None:
             try:
+                arguments = params.arguments or {}
                 async with admission.slot(signal) if is_run else nullcontext():
                     outcome.append(
-                        await scope.call(params.name, params.arguments or {}, signal=signal)
+                        await scope.call(params.name, arguments, call_id=call_id, signal=signal)
                     )
             except Exception as exc:  # a host bug; the pipeline never raises for tool failures
                 logger.exception("tools/call %r failed inside ptc", params.name)
@@ -151,6 +157,7 @@ def server(
             signal.cancel("the MCP client disconnected")
 
         running.signals.add(signal)
+        dispose = _forward_output(scope, ctx, call_id) if params.name == "run_code" else None
         running.group.start_soon(run)
         async with anyio.create_task_group() as watching:
             gone = _disconnected(ctx)
@@ -163,6 +170,8 @@ def server(
                 raise
             finally:
                 watching.cancel_scope.cancel()
+                if dispose is not None:
+                    dispose()
         result = outcome[0]
         if isinstance(result, BaseException):
             raise MCPError(types.INTERNAL_ERROR, f"ptc failed to run {params.name!r}: {result}")
@@ -234,6 +243,29 @@ def _refused(message: str) -> types.CallToolResult:
         is_error=True,
         _meta={ERROR_META_KEY: {"code": "TOOL_UNAVAILABLE", "message": message}},
     )
+
+
+def _forward_output(
+    scope: ptc.Scope, ctx: ServerRequestContext[_Running], call_id: str
+) -> ptc.Disposer:
+    """A run's output, as it prints, to the client: progress notifications (when the client
+    asked for progress) and log messages (logger ``ptc/code-output``, where the client's
+    protocol lets the server send them)."""
+    token = ctx.meta.get("progress_token") if ctx.meta else None
+    sent = [0]
+
+    async def forward(chunk: Mapping[str, str]) -> None:
+        if chunk["call_id"] != call_id:
+            return
+        text = chunk["text"]
+        sent[0] += len(text)
+        if token is not None:
+            await ctx.session.send_progress_notification(token, float(sent[0]), message=text)
+        await ctx.session.send_log_message(
+            "info", text, logger="ptc/code-output", related_request_id=ctx.request_id
+        )
+
+    return scope.on("code/output", forward)
 
 
 def _chain(scope: ptc.Scope) -> list[ptc.Scope]:

@@ -8,13 +8,14 @@ so listeners, guards, profile and limits stay local to it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import anyio
 import pytest
 
 import ptc
+from tests._backends import ANYIO_BACKENDS, run_on_a_loop_anyio_did_not_start
 from tests._typing import data
 from worker import DIMENSIONS, FAILURE_KINDS
 
@@ -32,9 +33,12 @@ async def approver(request: ptc.ApprovalRequest) -> ptc.ApprovalAnswer:
     return APPROVALS.get(str(request.execution.arguments.get("text")), "unavailable")
 
 
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
+@pytest.fixture(scope="module", params=ANYIO_BACKENDS)
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """Both of anyio's backends: the worker's trio branches (frames read in the run's
+    task, background chores done inline) run here for real."""
+    backend: str = request.param
+    return backend
 
 
 @pytest.fixture(scope="module")
@@ -381,3 +385,34 @@ async def test_a_required_dimension_below_full_fails_closed_as_sandbox_unavailab
     assert data(result.meta)["dispatch_log"] == []
     below = [d for d, e in data(result.meta)["enforcement"].items() if e["level"] != "full"]
     assert below and all(d in detail for d in below)
+
+
+def test_nested_calls_work_in_a_host_that_runs_asyncio_run() -> None:
+    # sniffio is installed (the dev extra): anyio then finds the running loop through it,
+    # which outside a task works only on a loop anyio.run started. A host calling
+    # asyncio.run() must get the same nested calls as one under anyio.run.
+    async def main() -> ptc.ToolResult:
+        async with ptc.ToolRuntime(default_mode="code") as runtime:
+
+            @runtime.tool(concurrency_safe=True)
+            async def add(a: int, b: int) -> int:
+                """Add two numbers."""
+                return a + b
+
+            program = "return [tools.add(a=1, b=2), tools.add.map([{'a': 3, 'b': 4}] * 2)]"
+            return await runtime.root.run_code(program)
+
+    result = run_on_a_loop_anyio_did_not_start(main)
+    assert not result.is_error, result.error
+    assert data(result.value)["result"] == [3, [7, 7]]
+
+
+async def test_live_output_arrives_in_order_from_a_contained_worker(rt: ptc.ToolRuntime) -> None:
+    scope = code_scope(rt)
+    chunks: list[Mapping[str, str]] = []
+    scope.on("code/output", chunks.append)
+    program = "for i in range(3):\n    print('line', i)\n    tools.add(a=i, b=0)\nreturn 'done'"
+    result = await scope.run_code(program, call_id="live-1")
+    assert ok(result) == "done"
+    assert "".join(c["text"] for c in chunks) == "line 0\nline 1\nline 2\n"
+    assert {(c["call_id"], c["stream"]) for c in chunks} == {("live-1", "stdout")}

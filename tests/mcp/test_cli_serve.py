@@ -1,6 +1,7 @@
 """``ptc serve`` as a subprocess, driven by the official MCP client: over stdio wrapping the
 real ``mcp-server-time`` and the toy server, over streamable HTTP on 127.0.0.1 (an ephemeral
-port) with list_changed travelling toy server -> ptc -> client; and its usage errors."""
+port) with list_changed travelling toy server -> ptc -> client; ``--require`` where
+containment is short (``tests/environments``); and its usage errors."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.session import IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
+
+from tests.environments import Harness
 
 from .conftest import TOY, wait_for
 
@@ -238,6 +241,7 @@ async def test_serve_over_streamable_http_follows_list_changed(tmp_path: Path) -
         (["--http", "127.0.0.1:0", "--no-auth", "--token-file", "t"], "contradict each other"),
         (["--mount-timeout", "0"], "positive number of seconds"),
         (["--max-runs", "none"], "whole number of at least 1"),
+        (["--require", "memory,ram"], "--require wants dimensions from filesystem,"),
     ],
 )
 def test_usage_problems_are_one_line_and_status_2(
@@ -255,3 +259,41 @@ def test_usage_problems_are_one_line_and_status_2(
     assert done.returncode == 2, done.stderr
     assert len(done.stderr.splitlines()) == 1 and message in done.stderr, done.stderr
     assert done.stdout == ""
+
+
+# A host in E4-old (Landlock refused: filesystem cannot be full) serves code mode with and
+# without `--require none`, and a client runs a program through each.
+SERVE_HOST = """
+import json, os, sys, tempfile
+import anyio
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+async def main():
+    out = {}
+    for name, flags in json.load(open(sys.argv[1])).items():
+        # The whole environment: the SDK's default subset would drop TMPDIR.
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "ptc", "serve", *flags], env=dict(os.environ)
+        )
+        with tempfile.TemporaryFile("w+") as errlog:
+            async with stdio_client(params, errlog=errlog) as streams:
+                async with ClientSession(*streams) as session:
+                    await session.initialize()
+                    ran = await session.call_tool("run_code", {"code": "return 1"})
+        text = "".join(c.text for c in ran.content if c.type == "text")
+        out[name] = {"is_error": ran.is_error, "text": text, "structured": ran.structured_content}
+    return out
+
+print(json.dumps(anyio.run(main)))
+"""
+
+
+def test_serve_require_none_accepts_a_short_host_whose_error_names_it(envsim: Harness) -> None:
+    inputs = {"default": [], "relaxed": ["--require", "none"]}
+    out = envsim.run("E4-old", SERVE_HOST, inputs=inputs, timeout_s=90).output
+    assert out is not None
+    assert out["default"]["is_error"]
+    assert "sandbox-unavailable" in out["default"]["text"]
+    assert "(ptc run / ptc serve: --require " in out["default"]["text"]
+    assert out["relaxed"]["is_error"] is False
+    assert out["relaxed"]["structured"] == {"result": 1, "stdout": ""}

@@ -215,3 +215,35 @@ async def test_tool_changes_that_affect_the_scope_send_list_changed() -> None:
             await anyio.sleep(0.1)
             assert announcements() == 2
             assert [t.name for t in (await session.list_tools()).tools] == ["three"]
+
+
+async def test_a_programs_output_reaches_the_client_while_it_runs() -> None:
+    async with ptc.ToolRuntime() as runtime:
+        released = anyio.Event()
+        heard: list[tuple[float, str | None]] = []
+
+        @runtime.tool
+        async def gate() -> str:
+            """Wait until the client has seen the first line."""
+            await released.wait()
+            return "open"
+
+        coder = runtime.scope("coder")
+        coder.present_as("code")
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            heard.append((progress, message))
+            if message and "first" in message:
+                released.set()  # the run still waits on the gate: this is live output
+
+        async with connected(coder) as session:
+            with anyio.fail_after(60):
+                ran = await session.call_tool(
+                    "run_code",
+                    {"code": "print('first')\nprint(tools.gate())"},
+                    progress_callback=on_progress,
+                )
+    assert not ran.is_error and ran.structured_content == {
+        "result": None, "stdout": "first\nopen\n"
+    }
+    assert heard == [(6.0, "first\n"), (11.0, "open\n")]

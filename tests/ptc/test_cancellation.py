@@ -16,17 +16,12 @@ import pytest
 
 import ptc
 from ptc._calltree import read_records
+from tests._backends import anyio_backend  # noqa: F401 - both anyio backends
 from worker.testing import FakeBackend
 
 pytestmark = pytest.mark.anyio
 
 GUARD_SECONDS = 10
-
-
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    backend: str = request.param
-    return backend
 
 
 class Stuck:

@@ -1,14 +1,19 @@
 """``ptc run`` end to end: a real contained worker (every containment dimension ``full``
-here), the printed report, ``--json``, exit statuses, and usage problems as one line."""
+here), the printed report, ``--json``, exit statuses, and usage problems as one line; and
+``--require``, in an environment where containment is short (``tests/environments``)."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests.environments import Harness
 
 pytestmark = pytest.mark.slow
 
@@ -98,6 +103,9 @@ def test_a_failed_run_exits_non_zero(workdir: Path) -> None:
         (["run", "program.py", "--tools", "my_tools"], "wants MODULE:FUNC"),
         (["run", "program.py", "--wall", "-1"], "bad limit"),
         (["run", "program.py", "--profile", "lua"], "invalid choice: 'lua'"),
+        (["run", "program.py", "--require", "ram"], "--require wants dimensions from filesystem,"),
+        (["run", "program.py", "--require", "none,cpu"], "or none; got 'none,cpu'"),
+        (["run", "program.py", "--require", ""], "--require wants dimensions"),
         (["run"], "required: program"),
     ],
 )
@@ -108,3 +116,45 @@ def test_usage_problems_are_one_line_and_status_2(
     assert done.returncode == 2
     assert len(done.stderr.splitlines()) == 1 and message in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+# E4-old: a Docker profile that refuses Landlock, so filesystem cannot be full there (DESIGN
+# section 7: filesystem is full through Landlock only). The host runs `ptc run` as a user would.
+SHORT_ENV = "E4-old"
+CLI_HOST = """
+import json, subprocess, sys
+runs = []
+for flags in json.load(open(sys.argv[1])):
+    done = subprocess.run(
+        [sys.executable, "-m", "ptc", "run", "program.py", "--json", "--wall", "10", *flags],
+        capture_output=True, text=True,
+    )
+    runs.append({"status": done.returncode, "stdout": done.stdout, "stderr": done.stderr})
+print(json.dumps({"runs": runs}))
+"""
+
+
+def cli_runs(envsim: Harness, *flag_sets: list[str]) -> list[dict[str, Any]]:
+    files = {"program.py": "return 1\n"}
+    out = envsim.run(SHORT_ENV, CLI_HOST, inputs=flag_sets, files=files).output
+    assert out is not None
+    runs: list[dict[str, Any]] = out["runs"]
+    return runs
+
+
+def test_a_short_host_fails_closed_naming_the_flag_that_accepts_it(envsim: Harness) -> None:
+    default, only_filesystem = cli_runs(envsim, [], ["--require", "filesystem"])
+    assert default["status"] == only_filesystem["status"] == 1
+    error = json.loads(default["stdout"])["error"]
+    assert error["code"] == "CODE_RUN_FAILED" and "(sandbox-unavailable)" in error["message"]
+    assert "filesystem is " in error["message"]
+    named = re.search(r"\(ptc run / ptc serve: --require ([a-z,]+)\)", error["message"])
+    assert named is not None and "filesystem" not in named[1].split(",")
+    message = json.loads(only_filesystem["stdout"])["error"]["message"]
+    assert "without 'filesystem' (ptc run / ptc serve: --require none)." in message
+    # What each message names is what lets the run through.
+    for run in cli_runs(envsim, ["--require", named[1]], ["--require", "none"]):
+        assert run["status"] == 0, run["stderr"]
+        result = json.loads(run["stdout"])
+        assert result["value"]["result"] == 1
+        assert result["meta"]["enforcement"]["filesystem"]["level"] != "full"

@@ -17,6 +17,7 @@ import anyio.lowlevel
 import pytest
 
 import ptc
+from tests._backends import anyio_backend  # noqa: F401 - both anyio backends
 from tests._typing import data
 from worker import CallReply, CallRequest, RunOutcome, RunRequest
 from worker.testing import FakeBackend
@@ -978,3 +979,27 @@ async def test_a_pending_ask_resolves_as_ask_cancelled_when_the_run_is_aborted()
     assert [(r.call_id, error_code(r)) for r in nested if r.call_id != "o"] == [
         ("o:ptc:1", "ASK_CANCELLED")
     ]
+
+
+@pytest.mark.parametrize(
+    "worker", ["fake", pytest.param("subprocess", marks=pytest.mark.needs_root)]
+)
+async def test_a_host_error_in_nested_dispatch_ends_the_run_with_that_error(
+    worker: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # worker/_abc.py: a call handler that raises is a host bug; the run is killed and the
+    # error propagates from the backend's run. The same whatever the backend: a backend
+    # that awaits the handler (the fake, Ray) and one handed the batch (subprocess).
+    from ptc._dispatch_log import DispatchLog
+
+    async def broken(*args: object) -> None:
+        raise RuntimeError("host bug in the dispatch log")
+
+    monkeypatch.setattr(DispatchLog, "live", broken)
+    backend = FakeBackend() if worker == "fake" else None  # None: the runtime's own
+    async with make_runtime(backend=backend) as runtime:
+        add_tools(runtime)
+        with anyio.fail_after(DEADLOCK_GUARD_SECONDS):
+            result = await runtime.root.run_code("return tools.add(a=1, b=2)")
+    assert error_code(result) == "TOOL_ERROR"
+    assert result.error is not None and "host bug in the dispatch log" in result.error.message

@@ -8,6 +8,8 @@ groups are the folders: each subpackage is a group, entered only through its ent
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 
 import pytest
 
@@ -46,7 +48,24 @@ def test_optional_integrations_are_not_imported_by_the_package_face() -> None:
                 reachable.add(nxt)
                 todo.append(nxt)
     assert "ptc.mcp" not in reachable
-    assert all(not i.startswith("mcp") for n in reachable for i in PTC.imports_of(n))
+    assert not {n for n in reachable if n.startswith("ptc.integrations")}
+    frameworks = ("mcp", "pydantic_ai", "agents", "langchain", "langgraph", "anthropic",
+                  "opentelemetry")
+    assert all(i.split(".")[0] not in frameworks for n in reachable for i in PTC.imports_of(n))
+
+
+def test_importing_ptc_loads_no_framework() -> None:
+    """``import ptc`` in a fresh interpreter leaves every framework module unloaded."""
+    probe = (
+        "import sys, ptc, ptc.integrations; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & set(sys.argv[1:])))"
+    )
+    frameworks = ["mcp", "pydantic_ai", "agents", "langchain", "langchain_core", "langgraph",
+                  "anthropic", "opentelemetry", "openai"]
+    out = subprocess.run(
+        [sys.executable, "-c", probe, *frameworks], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"
 
 
 def test_no_module_reaches_into_another_modules_private_attributes() -> None:
@@ -64,7 +83,9 @@ def test_the_layer_list_in_the_architecture_doc_is_the_real_order() -> None:
 
 
 def test_every_subpackage_is_a_group_of_the_doc_holding_its_modules() -> None:
-    assert {"ptc._schema", "ptc._cli", "ptc.mcp", "ptc.examples"} <= PTC.packages
+    assert {"ptc._schema", "ptc._cli", "ptc.mcp", "ptc.examples", "ptc.integrations"} <= (
+        PTC.packages
+    )
     assert folder_problems(GROUPS, PTC.trees, PTC.packages - {"ptc"}) == []
 
 

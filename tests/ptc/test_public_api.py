@@ -7,6 +7,11 @@ import typing
 import ptc
 
 EXPECTED = [
+    "content",
+    "Suspension",
+    "RecordedCall",
+    "PendingApproval",
+    "OutputListener",
     "Accept",
     "Allow",
     "ApprovalAnswer",
@@ -112,3 +117,22 @@ def test_every_exception_ptc_raises_on_purpose_derives_from_ptc_error() -> None:
 def test_error_codes_are_the_literal_type() -> None:
     assert ptc.ERROR_CODES == typing.get_args(ptc.ErrorCode)
     assert ptc.FAILURE_KINDS == typing.get_args(ptc.FailureKind)
+
+
+def test_every_exception_class_is_named_where_the_docs_list_them() -> None:
+    # The lists in prose are copies: this keeps them whole when a class is added.
+    import inspect
+    from pathlib import Path
+
+    classes = {
+        name
+        for name, obj in vars(ptc).items()
+        if inspect.isclass(obj) and issubclass(obj, ptc.PtcError) and obj is not ptc.PtcError
+    }
+    docs = Path(__file__).parents[2] / "docs"
+    architecture = (docs / "architecture.md").read_text(encoding="utf-8")
+    errors_entry = next(line for line in architecture.splitlines() if "`_errors` —" in line)
+    guide = (docs / "guide.md").read_text(encoding="utf-8")
+    errors_section = guide.split("## Errors", 1)[1].split("\n## ", 1)[0]
+    for text in (errors_entry, errors_section, ptc._errors.__doc__ or ""):
+        assert {name for name in classes if name not in text} == set()

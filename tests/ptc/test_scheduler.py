@@ -16,6 +16,7 @@ import ptc
 from ptc._pipeline import Call
 from ptc._scheduler import Scheduler
 from ptc._scopes import call_site
+from tests._backends import anyio_backend  # noqa: F401 - both anyio backends
 
 from .helpers import echo_tool, noted, recorder
 

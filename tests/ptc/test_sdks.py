@@ -211,14 +211,40 @@ async def test_an_unusable_cache_directory_turns_the_disk_cache_off(
         assert "def alpha(" in rt.root.sdk()
 
 
-async def test_a_scope_closed_during_a_build_is_skipped(builds: Builds) -> None:
+async def test_a_scope_closed_before_its_debounced_flush_is_not_built(
+    builds: Builds, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ptc._codemode import CodeMode
+
+    flushed = anyio.Event()
+    failures: list[BaseException] = []
+    flush = CodeMode._flush
+
+    def observed(self: CodeMode) -> None:
+        try:
+            flush(self)
+        except BaseException as exc:
+            failures.append(exc)
+            raise
+        finally:
+            flushed.set()
+
+    monkeypatch.setattr(CodeMode, "_flush", observed)
     async with runtime() as rt:
         rt.register(tool("alpha"))
         agent = rt.scope("agent")
         agent.present_as("code")
+        agent.register(tool("beta"))
+        other = rt.scope("other")
+        other.present_as("code")
+        # Closed before the flush: the debounce thread cannot run it on the event loop
+        # until this task yields.
         agent.close()
-        await anyio.sleep(0.05)  # let the debounced flush run; it must not fail
-        assert agent.closed
+        await flushed.wait()
+        await other.prepare()
+    assert failures == []
+    assert ("alpha",) in builds.tool_sets  # the open scope's SDK was built
+    assert ("alpha", "beta") not in builds.tool_sets  # the closed one's never was
 
 
 async def test_tampered_but_valid_json_cache_entries_are_rebuilt(

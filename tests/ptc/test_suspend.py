@@ -16,6 +16,7 @@ import anyio
 import pytest
 
 import ptc
+from tests._backends import anyio_backend  # noqa: F401 - both anyio backends
 from tests._typing import data
 from worker.testing import FakeBackend
 
@@ -411,3 +412,96 @@ def test_store_options_are_checked(tmp_path: Path) -> None:
         ptc.FileSuspensionStore(tmp_path, secret=b"short")
     with pytest.raises(ptc.UsageError):
         ptc.ToolRuntime(suspensions=object())  # type: ignore[arg-type]
+
+
+# -- approvals addressable by call id (what an agent framework knows) ------------------------
+
+
+async def test_the_paused_run_is_found_by_its_call_id_in_its_scope_only(
+    host_rt: tuple[Host, ptc.ToolRuntime],
+) -> None:
+    _, rt = host_rt
+    token = token_of(await rt.root.run_code(PROGRAM, call_id="tc_1"))
+    found = rt.root.suspension("tc_1")
+    assert found is not None and found.token == token and found.call_id == "tc_1"
+    assert found.pending.name == "write" and found.code == PROGRAM
+    assert rt.root.suspension("tc_2") is None and rt.root.suspension("") is None
+    assert rt.scope("other").suspension("tc_1") is None
+
+
+async def test_calling_run_code_again_with_a_paused_call_id_runs_nothing(
+    host_rt: tuple[Host, ptc.ToolRuntime],
+) -> None:
+    host, rt = host_rt
+    first = await rt.root.run_code(PROGRAM, call_id="tc_1")
+    ran, asked = Counter(host.ran), list(host.asked)
+    again = await rt.root.run_code(PROGRAM, call_id="tc_1")
+    assert code_of(again) == "SUSPENDED"
+    assert again.content == first.content and again.meta == first.meta
+    assert host.ran == ran and host.asked == asked  # no worker, no tool, no approver
+    # Another program under that call id is not the paused one: it runs.
+    other = await rt.root.run_code("return tools.read(n=5)", call_id="tc_1")
+    assert data(other.value)["result"] == 50
+
+
+@pytest.mark.parametrize("by", ["call_id", "token"])
+async def test_resume_takes_the_call_id_or_the_token(
+    host_rt: tuple[Host, ptc.ToolRuntime], by: str
+) -> None:
+    host, rt = host_rt
+    token = token_of(await rt.root.run_code(PROGRAM, call_id="tc_1"))
+    result = await rt.root.resume("tc_1" if by == "call_id" else token, "allowed-once")
+    assert data(result.value)["result"]["write"] == "wrote 30"
+    assert rt.root.suspension("tc_1") is None
+    with pytest.raises(ptc.SuspensionError, match="resumed already"):
+        await rt.root.resume(token, "allowed-once")
+    assert host.ran == Counter({"read": 3, "write": 1})
+
+
+async def test_a_discarded_suspension_never_runs_and_cannot_be_resumed(
+    host_rt: tuple[Host, ptc.ToolRuntime],
+) -> None:
+    host, rt = host_rt
+    token_of(await rt.root.run_code(PROGRAM, call_id="tc_1"))
+    dropped = await rt.root.discard_suspension("tc_1")
+    assert dropped.pending.name == "write" and rt.root.suspension("tc_1") is None
+    with pytest.raises(ptc.SuspensionError):
+        await rt.root.resume("tc_1", "allowed-once")
+    with pytest.raises(ptc.SuspensionError):
+        await rt.root.discard_suspension("tc_1")
+    assert host.ran == Counter({"read": 2})
+    # The call id is free again: calling run_code with it runs the program afresh.
+    again = await rt.root.run_code(PROGRAM, call_id="tc_1")
+    assert code_of(again) == "SUSPENDED" and host.ran == Counter({"read": 4})
+
+
+async def test_a_file_store_finds_a_paused_run_by_call_id_after_a_restart(tmp_path: Path) -> None:
+    host = Host()
+    store_dir = tmp_path / "suspended"
+    async with make_runtime(host, suspensions=ptc.FileSuspensionStore(store_dir)) as rt:
+        first = await rt.root.run_code(PROGRAM, call_id="tc_9")
+    host = Host()
+    async with make_runtime(host, suspensions=ptc.FileSuspensionStore(store_dir)) as rt:
+        found = rt.root.suspension("tc_9")
+        assert found is not None and found.token == token_of(first)
+        again = await rt.root.run_code(PROGRAM, call_id="tc_9")
+        assert again.content == first.content and not host.ran
+        result = await rt.root.resume("tc_9", "rejected")
+        assert rt.root.suspension("tc_9") is None
+    assert code_of(result) == "CODE_RUN_FAILED" and "ASK_REJECTED" in str(result.error)
+    assert not any(p.suffix == ".call" for p in store_dir.iterdir())
+
+
+async def test_a_suspension_counts_the_resumes_before_it(
+    host_rt: tuple[Host, ptc.ToolRuntime],
+) -> None:
+    _, rt = host_rt
+    program = "tools.write(n=1)\ntools.write(n=2)\nreturn tools.write(n=3)"
+    await rt.root.run_code(program, call_id="tc_1")
+    counts = []
+    for _ in range(3):
+        found = rt.root.suspension("tc_1")
+        assert found is not None
+        counts.append(found.resumes)
+        result = await rt.root.resume("tc_1", "allowed-once")
+    assert counts == [0, 1, 2] and data(result.value)["result"] == "wrote 3"

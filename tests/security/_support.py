@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from worker import CallReply, CallRequest, Containment, Limits, RunOutcome, RunRequest
+import anyio
+
+from worker import CallBatch, CallReply, CallRequest, Containment, Limits, RunOutcome, RunRequest
 from worker._backend import SubprocessBackend
 
 # The shape sdkgen generates: tools call the injected __transport__ in batches.
@@ -59,11 +62,50 @@ async def echo_calls(calls: Sequence[CallRequest]) -> list[CallReply]:
     ]
 
 
+class EchoStarter:
+    """``echo_calls`` as a :class:`worker.CallStarter`: the run loop hands it each batch
+    instead of starting a task to await it."""
+
+    def __init__(self) -> None:
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def __call__(self, calls: Sequence[CallRequest]) -> Sequence[CallReply]:
+        return await echo_calls(calls)
+
+    def start(self, batch: CallBatch) -> None:
+        async def answer() -> None:
+            await batch.reply(await echo_calls(batch.calls))
+
+        task = asyncio.get_running_loop().create_task(answer())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+
 async def run(
     backend: SubprocessBackend, code: str, limits: Limits = SHORT, profile: str = "python"
 ) -> RunOutcome:
     request = RunRequest(code=code, sdk_module=SDK, limits=limits, profile=profile)  # type: ignore[arg-type]
     return await backend.run(request, on_calls=echo_calls)
+
+
+def cgroup_bases(pid: int) -> list[str]:
+    """Where a host process's per-run cgroups nest: its own cgroup in each hierarchy."""
+    from worker._cgroups import _base_dir
+
+    own: dict[str, str] = {}
+    with open(f"/proc/{pid}/cgroup", encoding="ascii") as fh:
+        for line in fh.read().splitlines():
+            _, controllers, path = line.split(":", 2)
+            for name in controllers.split(",") if controllers else ["unified"]:
+                own[name] = path
+    return [b for h in ("memory", "pids", "unified") if (b := _base_dir(h, own))]
+
+
+def run_cgroups(bases: Sequence[str], host_pid: int) -> list[str]:
+    """The per-run cgroup directories the host process ``host_pid`` made under ``bases``."""
+    import glob
+
+    return [p for base in bases for p in glob.glob(os.path.join(base, f"ptc-{host_pid}-*"))]
 
 
 def scratch_dirs() -> set[str]:
@@ -109,7 +151,19 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-def leftover_descendants(pid: int, timeout_s: float = 2.0) -> list[int]:
+async def eventually(predicate: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    """Whether ``predicate`` holds within ``timeout_s``, polled: only for changes nothing
+    signals to the test (another process reaping, removing, exiting); the bound is
+    generous, a loaded machine only makes it take longer."""
+    deadline = anyio.current_time() + timeout_s
+    while not predicate():
+        if anyio.current_time() > deadline:
+            return False
+        await anyio.sleep(0.01)
+    return True
+
+
+def leftover_descendants(pid: int, timeout_s: float = 10.0) -> list[int]:
     """Descendants of ``pid`` still present after waiting up to ``timeout_s`` for exits
     to be reaped (the zygote reaps on SIGCHLD, asynchronously to the host)."""
     import time

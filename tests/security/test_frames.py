@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
 import struct
 import tempfile
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import anyio
@@ -18,8 +17,8 @@ from anyio.abc import UNIXSocketStream
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.security._support import SDK, echo_calls
-from worker import CallBatch, CallReply, CallRequest, Limits, RunOutcome, RunRequest
+from tests.security._support import SDK, EchoStarter, echo_calls
+from worker import Limits, RunOutcome, RunRequest
 from worker._cgroups import RunCgroups
 from worker._child_handle import ChildHandle
 from worker._framing import MAX_FRAME_BYTES
@@ -29,25 +28,6 @@ from worker._runloop import RunLoop
 def frame(obj: Any) -> bytes:
     body = json.dumps(obj).encode()
     return struct.pack(">I", len(body)) + body
-
-
-class EchoStarter:
-    """``echo_calls`` as a :class:`worker.CallStarter`: the run loop hands it each batch
-    instead of starting a task to await it."""
-
-    def __init__(self) -> None:
-        self.tasks: set[asyncio.Task[None]] = set()
-
-    async def __call__(self, calls: Sequence[CallRequest]) -> Sequence[CallReply]:
-        return await echo_calls(calls)
-
-    def start(self, batch: CallBatch) -> None:
-        async def answer() -> None:
-            await batch.reply(await echo_calls(batch.calls))
-
-        task = asyncio.get_running_loop().create_task(answer())
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
 
 
 MODES = ("handler", "starter")

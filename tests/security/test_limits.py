@@ -21,9 +21,12 @@ async def backend() -> AsyncIterator[SubprocessBackend]:
 
 
 async def test_infinite_loop_hits_the_cpu_limit(backend: SubprocessBackend) -> None:
-    out = await run(backend, "while True: pass", Limits(wall_seconds=5, cpu_seconds=1))
+    # The wall clock is far off: on a loaded machine the loop gets its CPU second late.
+    out = await run(backend, "while True: pass", Limits(wall_seconds=60, cpu_seconds=1))
+    # cpu-limit is the keeper's finding that the kernel's CPU clock passed the limit; the
+    # rusage reported beside it counts differently, lower on a loaded host (no bound here).
     assert out.kind == "cpu-limit"
-    assert out.stats.cpu_ms >= 800
+    assert out.stats.cpu_ms > 0
 
 
 async def test_infinite_loop_hits_the_wall_clock_first_when_cpu_is_generous(
@@ -91,12 +94,14 @@ async def test_setsid_double_fork_does_not_survive(containment: Containment) -> 
     containment = dataclasses.replace(containment, require=frozenset(), pool_size=0)
     code = (
         "import os, time\n"
+        "r, w = os.pipe()\n"
         "if os.fork() == 0:\n"
         "    os.setsid()\n"
         "    if os.fork() == 0:\n"
+        "        os.write(w, b'x')\n"
         "        time.sleep(60)\n"
         "    os._exit(0)\n"
-        "time.sleep(0.2)\n"
+        "os.read(r, 1)\n"  # the escapee exists
         "return 'parent done'"
     )
     async with SubprocessBackend(containment) as b:

@@ -10,15 +10,18 @@ from pathlib import Path
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import pytest
 
+from tests._backends import run_on_a_loop_anyio_did_not_start
 from tests.security._support import (
     PROCESSES_PER_PRIMED_CHILD,
     SDK,
     SHORT,
+    EchoStarter,
     descendants,
     echo_calls,
-    leftover_descendants,
+    eventually,
     run,
     scratch_dirs,
     zombies,
@@ -32,6 +35,7 @@ from worker import (
     CallStarter,
     Containment,
     Limits,
+    RunOutcome,
     RunRequest,
     SubprocessBackend,
 )
@@ -53,7 +57,8 @@ async def test_returns_the_value_with_full_enforcement_and_stats(
     assert out.output.text == "hi\n"
     assert set(out.enforcement) == set(DIMENSIONS)
     assert all(e.level == "full" for e in out.enforcement.values()), out.enforcement_json()
-    assert out.stats.wall_ms > 0 and out.stats.cpu_ms > 0 and out.stats.peak_memory_kib > 0
+    assert out.stats.wall_ms > 0 and out.stats.cpu_ms > 0
+    assert out.stats.peak_memory_kib is not None and out.stats.peak_memory_kib > 0
 
 
 async def test_calls_are_answered_in_batches_and_stdout_streams_in_order(
@@ -109,11 +114,7 @@ async def test_cancellation_kills_the_child_and_re_raises(backend: SubprocessBac
     # only the pooled keepers and children remain: the cancelled run's tree is gone
     await backend.start()  # complete the pool's handshakes so each has both processes
     expected = PROCESSES_PER_PRIMED_CHILD * len(backend.pooled)
-    for _ in range(100):
-        if len(descendants(backend.zygote_pid or 0)) == expected:
-            break
-        await anyio.sleep(0.01)
-    assert len(descendants(backend.zygote_pid or 0)) == expected
+    assert await eventually(lambda: len(descendants(backend.zygote_pid or 0)) == expected)
     assert (await run(backend, "return 'next'")).value == "next"
 
 
@@ -159,8 +160,27 @@ class Starter:
             self.tg.start_soon(self._answer, batch)
 
     async def _answer(self, batch: CallBatch) -> None:
-        await anyio.sleep(0.001)  # answered later, from another task
+        await anyio.lowlevel.checkpoint()  # answered later, from another task
         await batch.reply(await echo_calls(batch.calls))
+
+
+@pytest.mark.parametrize("handler", ["handler", "starter"])
+def test_nested_calls_work_on_an_asyncio_loop_anyio_did_not_start(handler: str) -> None:
+    # With sniffio installed (most hosts have it), anyio finds the running backend through
+    # it, which outside a task works only on a loop anyio.run started (its context says
+    # so). Ray's actors and hosts that call asyncio.run() run loops anyio did not start;
+    # the run loop must then call anyio from tasks only, never from the reader callback.
+
+    async def main() -> RunOutcome:
+        async with SubprocessBackend() as backend:
+            code = "return [tools.echo(n=1), tools.echo.map([{'n': 2}, {'n': 3}])]"
+            request = RunRequest(code=code, sdk_module=SDK, limits=SHORT)
+            on_calls = EchoStarter() if handler == "starter" else echo_calls
+            return await backend.run(request, on_calls=on_calls)
+
+    outcome = run_on_a_loop_anyio_did_not_start(main)
+    assert outcome.ok, (outcome.kind, outcome.detail)
+    assert outcome.value == [{"n": 1}, [{"n": 2}, {"n": 3}]]
 
 
 async def test_a_call_starter_answers_batches_from_its_own_tasks(
@@ -202,19 +222,25 @@ async def test_replies_to_a_batch_after_its_run_ended_go_nowhere(
 
 
 async def test_required_dimension_missing_fails_closed() -> None:
-    async with SubprocessBackend(Containment(cgroups=False, pool_size=0)) as b:
+    async with SubprocessBackend(Containment(seccomp=False, pool_size=0)) as b:
         out = await run(b, "return 1")
     assert out.kind == "sandbox-unavailable"
-    assert "memory is partial" in out.detail
-    assert "Containment(require=...) without 'memory'" in out.detail
-    assert out.enforcement["memory"].level == "partial"
+    assert "processes is partial" in out.detail
+    assert "Containment(require=...) without 'processes'" in out.detail
+    assert "(ptc run / ptc serve: --require filesystem,network,memory,cpu)" in out.detail
+    assert out.enforcement["processes"].level == "partial"
 
 
 async def test_a_dead_zygote_is_restarted(backend: SubprocessBackend) -> None:
     first = backend.zygote_pid
     assert first is not None
-    os.kill(first, 9)
-    await anyio.sleep(0.05)
+    pidfd = os.pidfd_open(first)
+    try:
+        os.kill(first, 9)
+        with anyio.fail_after(10):
+            await anyio.wait_readable(pidfd)  # readable once it has exited
+    finally:
+        os.close(pidfd)
     out = await run(backend, "return 'again'")
     assert out.value == "again"
     assert backend.zygote_pid != first
@@ -266,13 +292,9 @@ async def test_no_zombie_and_no_scratch_dir_after_200_runs(
         zygote = b.zygote_pid or 0
         # The last runs' keepers exited moments ago (torn down in the background): the
         # zygote reaps them as their SIGCHLD arrives; none may stay.
-        for _ in range(200):
-            if not zombies(zygote):
-                break
-            await anyio.sleep(0.01)
-        assert zombies(zygote) == []
+        assert await eventually(lambda: not zombies(zygote)), zombies(zygote)
         expected = PROCESSES_PER_PRIMED_CHILD * len(b.pooled)
-        assert len(leftover_descendants(zygote, timeout_s=0.5)) == expected
+        assert await eventually(lambda: len(descendants(zygote)) == expected)
     assert scratch_dirs() == before_scratch
     assert zombies(os.getpid()) == []
     assert not _alive(zygote)

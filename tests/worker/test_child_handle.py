@@ -10,14 +10,22 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
 import anyio
+import anyio.lowlevel
 import pytest
 from anyio.abc import UNIXSocketStream
 
 from worker._cgroups import RunCgroups
 from worker._child_handle import ChildHandle
-from worker._errors import WorkerError
+from worker._errors import StartFailed, WorkerError
 from worker._framing import encode
-from worker._keeper_lines import ExitReport, Hello, LimitsAck, LimitsRequest, SpawnFailed
+from worker._keeper_lines import (
+    ExitReport,
+    Hello,
+    LimitsAck,
+    LimitsRequest,
+    SetupFailed,
+    SpawnFailed,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -72,6 +80,38 @@ async def test_a_failed_handshake_is_a_worker_error_and_closes(
     assert fake.handle.closed and not fake.handle.ready
 
 
+@pytest.mark.parametrize(
+    ("err", "lasting"),
+    [(1, True), (11, False)],
+    ids=["EPERM-lasts", "EAGAIN-passes"],
+)
+async def test_a_keeper_setup_failure_names_its_step_at_once(
+    fake: Fake, err: int, lasting: bool
+) -> None:
+    line = SetupFailed(step="chown the scratch dir to uid 65534", error="[Errno 1] no", errno=err)
+    fake.keeper.sendall(line.to_line())
+    fake.keeper.shutdown(socket.SHUT_WR)
+    with pytest.raises(StartFailed) as caught:
+        await fake.handle.handshake(60.0)
+    assert str(caught.value) == (
+        "could not start a child: the keeper could not chown the scratch dir to uid 65534: "
+        "[Errno 1] no"
+    )
+    assert caught.value.lasting is lasting
+
+
+async def test_a_child_that_dies_setting_up_is_named_by_its_keeper(
+    fake: Fake, stand_in: subprocess.Popen[bytes]
+) -> None:
+    fake.keeper.sendall(Hello(keeper_pid=0, child_pid=stand_in.pid).to_line())
+    cause = "the child could not set itself up: enter the scratch dir /x: [Errno 2] nope"
+    fake.keeper.sendall(ExitReport(status=71 << 8, cpu_ms=1.0, maxrss_kib=1, cause=cause).to_line())
+    fake.run.close()  # EOF on the run channel: no ready
+    with pytest.raises(StartFailed, match="enter the scratch dir /x") as caught:
+        await fake.handle.handshake(60.0)
+    assert caught.value.lasting
+
+
 @pytest.fixture
 def stand_in() -> Iterator[subprocess.Popen[bytes]]:
     """A process standing in for the child, so the handle has a real pid to open and kill."""
@@ -97,10 +137,12 @@ async def test_a_handshake_reads_hello_then_ready(
 
 async def test_limits_are_applied_through_the_keeper(fake: Fake) -> None:
     fake.keeper.sendall(LimitsAck(applied=True, error="", cpu_limit_s=7).to_line())
-    request = LimitsRequest(cpu_seconds=5, memory_mib=64, scratch_mib=16)
+    request = LimitsRequest(cpu_seconds=5, memory_mib=64, scratch_mib=16, data_mib=64)
     ack = await fake.handle.keeper.apply_limits(request)
     assert ack.applied and fake.handle.keeper.cpu_limit_s == 7.0
-    assert fake.keeper.recv(100) == b'{"cpu_seconds":5,"memory_mib":64,"scratch_mib":16}\n'
+    assert fake.keeper.recv(100) == (
+        b'{"cpu_seconds":5,"memory_mib":64,"scratch_mib":16,"data_mib":64}\n'
+    )
 
 
 @pytest.mark.parametrize(
@@ -116,7 +158,7 @@ async def test_limits_not_applied_say_why_and_never_raise(
 ) -> None:
     fake.keeper.sendall(keeper_says)
     fake.keeper.shutdown(socket.SHUT_WR)
-    request = LimitsRequest(cpu_seconds=5, memory_mib=64, scratch_mib=16)
+    request = LimitsRequest(cpu_seconds=5, memory_mib=64, scratch_mib=16, data_mib=64)
     ack = await fake.handle.keeper.apply_limits(request)
     assert not ack.applied and why in ack.error
     assert fake.handle.keeper.cpu_limit_s == 0.0
@@ -152,7 +194,7 @@ async def test_frames_are_read_as_they_come_and_the_socket_is_unregistered_on_cl
     for n in range(3):  # each read finds nothing and waits for readiness
         async with anyio.create_task_group() as tg:
             tg.start_soon(read)
-            await anyio.sleep(0.01)
+            await anyio.wait_all_tasks_blocked()  # the reader waits for readiness
             fake.run.sendall(encode({"type": "stdout", "data": f"line {n}"}))
     assert got == [{"type": "stdout", "data": f"line {n}"} for n in range(3)]
     fake.keeper.close()
@@ -171,12 +213,14 @@ async def test_readiness_nobody_waits_for_does_not_spin_the_loop(fake: Fake) -> 
             await fake.handle.channel.next_frame()
 
         tg.start_soon(read)
-        await anyio.sleep(0.01)
+        await anyio.wait_all_tasks_blocked()  # the reader waits for readiness
         fake.run.sendall(encode({"type": "stdout", "data": "x"}))
     # Unread data arrives while nobody reads: the first readiness unregisters the socket.
     fake.run.sendall(encode({"type": "stdout", "data": "unread"}))
+    # The data is there now: the loop's next poll of its selector (an iteration of the
+    # loop, at most two yields away) runs the readiness callback; a few more would spin.
     for _ in range(5):
-        await anyio.sleep(0.005)
+        await anyio.lowlevel.checkpoint()
     assert asyncio.get_running_loop().remove_reader(fd) is False
     assert await fake.handle.channel.next_frame() == {"type": "stdout", "data": "unread"}
 

@@ -18,8 +18,8 @@ from worker import (
     Limits,
     SubprocessBackend,
     _confine,
-    _enforcement,
     _keeper,
+    _keeper_watch,
     _landlock,
     _seccomp,
     _syscalls,
@@ -37,8 +37,10 @@ ALL_FULL = dict.fromkeys(("filesystem", "network", "processes", "memory", "cpu")
 @pytest.mark.parametrize(
     ("switch", "expected", "probe"),
     [
-        ("namespaces", {}, "import os\nreturn os.getpid() != 1"),
-        ("cgroups", {"memory": "partial"}, "return 1"),
+        # No mount namespace, so no tmpfs: the keeper's scratch quota, which is partial.
+        ("namespaces", {"filesystem": "partial"}, "import os\nreturn os.getpid() != 1"),
+        # No memory cgroup: RLIMIT_DATA, with seccomp and Landlock closing shared memory.
+        ("cgroups", {}, "return 1"),
         ("rlimits", {"cpu": "none"}, "import resource\nreturn resource.getrlimit(0)[0] == -1"),
         ("landlock", {"filesystem": "none"}, "return len(open('/etc/passwd').read()) > 0"),
         ("seccomp", {"processes": "partial"}, "import socket\nsocket.socketpair()\nreturn 1"),
@@ -104,7 +106,7 @@ async def test_per_run_rlimits_reach_a_pooled_child() -> None:
         out = await run(b, code, Limits(wall_seconds=3, cpu_seconds=2.5, memory_mib=300))
     cpu, as_, nofile, core, fsize = out.value
     # soft below hard: SIGXCPU at the soft limit names the cause (the child handles it)
-    assert cpu == [3, 3 + _keeper.CPU_HARD_MARGIN_S]
+    assert cpu == [3, 3 + _keeper_watch.CPU_HARD_MARGIN_S]
     assert as_ == [(300 + 1024) << 20] * 2
     assert nofile == [64, 64] and core == [0, 0] and fsize == [64 << 20] * 2
 
@@ -118,25 +120,6 @@ def test_readable_by_nobody_checks_every_ancestor() -> None:
         assert _keeper.readable_by_nobody([folder])
     finally:
         os.rmdir(folder)
-
-
-def test_report_definitions_follow_the_design() -> None:
-    full = _enforcement.Facts(
-        namespaces=("user", "net", "ipc", "mount", "pid"),
-        cgroups=("memory", "pids", "unified"),
-        rlimits=True,
-        landlock_abi=7,
-        seccomp=True,
-    )
-    assert set(r["level"] for r in _enforcement.report(full).values()) == {"full"}
-    landlock_old = dataclasses.replace(full, namespaces=(), landlock_abi=3)
-    assert _enforcement.report(landlock_old)["network"]["level"] == "partial"
-    rlimit_only = dataclasses.replace(full, cgroups=())
-    assert _enforcement.report(rlimit_only)["memory"] == {
-        "level": "partial",
-        "mechanism": "RLIMIT_AS",
-        "gap": "virtual memory only, no cgroup limit",
-    }
 
 
 def _as_nobody() -> dict[str, Any]:
@@ -240,7 +223,7 @@ HANDLER_EXIT_STATUS = _confine.EXIT_CPU_LIMIT << 8
 def test_died_of_cpu_limit_needs_the_kernel_clock_and_a_limit_death(
     status: int, clock_s: float, soft_s: float, expected: bool
 ) -> None:
-    assert _keeper.died_of_cpu_limit(status, clock_s=clock_s, soft_s=soft_s) is expected
+    assert _keeper_watch.died_of_cpu_limit(status, clock_s=clock_s, soft_s=soft_s) is expected
 
 
 def test_the_cpu_clock_is_the_one_rlimit_cpu_counts() -> None:

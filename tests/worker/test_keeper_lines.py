@@ -15,6 +15,7 @@ from worker._keeper_lines import (
     KeeperLineDecoder,
     LimitsAck,
     LimitsRequest,
+    SetupFailed,
     SpawnFailed,
     parse_keeper_line,
     parse_limits_request,
@@ -23,10 +24,12 @@ from worker._keeper_lines import (
 FROM_KEEPER: list[KeeperLine] = [
     Hello(keeper_pid=10, child_pid=11),
     SpawnFailed(error="fork failed: [Errno 11] EAGAIN"),
+    SetupFailed(step="chown the scratch dir", error="[Errno 1] Operation not permitted", errno=1),
     LimitsAck(applied=True, error="", cpu_limit_s=31),
     LimitsAck(applied=False, error="rlimits off", cpu_limit_s=0),
     ExitReport(status=9, cpu_ms=12.5, maxrss_kib=20_000),
     ExitReport(status=9, cpu_ms=1950.0, maxrss_kib=20_000, cpu_limit=True),
+    ExitReport(status=9, cpu_ms=5.0, maxrss_kib=20_000, cause="the scratch dir holds ..."),
 ]
 
 
@@ -40,12 +43,22 @@ def test_keeper_lines_round_trip(line: KeeperLine) -> None:
 def test_the_wire_keys_are_the_documented_ones() -> None:
     assert Hello(keeper_pid=1, child_pid=2).to_line() == b'{"keeper":1,"child":2}\n'
     assert ExitReport(status=0, cpu_ms=1.0, maxrss_kib=3).to_line() == (
-        b'{"exit":0,"cpu_ms":1.0,"maxrss_kib":3,"cpu_limit":false}\n'
+        b'{"exit":0,"cpu_ms":1.0,"maxrss_kib":3,"cpu_limit":false,"cause":""}\n'
     )
 
 
+@pytest.mark.parametrize(
+    ("err", "lasting"),
+    [(1, True), (13, True), (38, True), (12, False), (11, False), (24, False), (0, False)],
+)
+def test_a_setup_failure_is_lasting_unless_it_is_exhaustion(err: int, lasting: bool) -> None:
+    line = SetupFailed(step="chown the scratch dir", error="[Errno 1] no", errno=err)
+    assert line.lasting is lasting
+    assert line.describe() == "the keeper could not chown the scratch dir: [Errno 1] no"
+
+
 def test_the_limits_request_round_trips() -> None:
-    request = LimitsRequest(cpu_seconds=1.5, memory_mib=64, scratch_mib=16)
+    request = LimitsRequest(cpu_seconds=1.5, memory_mib=64, scratch_mib=16, data_mib=80)
     assert parse_limits_request(request.to_line()[:-1]) == request
 
 

@@ -3,12 +3,17 @@ SDK's child to another SDK (real zygote, real contained children)."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 from tests.security._support import SDK, SHORT, echo_calls
 from worker import Containment, Limits, RunRequest, SubprocessBackend
+from worker._errors import StartFailed
+from worker._zygote import ZygoteClient
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs_root]
 
@@ -97,3 +102,50 @@ async def test_the_zygote_compiles_the_sdk_in_use_and_runs_stay_right_across_sdk
     out = await backend.run(request("return 1", broken), on_calls=echo_calls)
     assert out.kind == "exception" and "SDK module failed to load" in out.detail
     assert (await backend.run(request(code), on_calls=echo_calls)).value == [True, False]
+
+
+async def test_a_lasting_start_failure_fails_runs_at_once_without_forking(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A scratch dir the child cannot enter: its setup fails the same way every time.
+    from worker import _pool
+
+    missing = os.path.join(tempfile.gettempdir(), "ptc-run-gone-for-this-test")
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda prefix="": missing)
+    asked = 0
+    original = ZygoteClient.request
+
+    def counted(self: ZygoteClient, cfg: dict[str, Any], fds: list[int]) -> None:
+        nonlocal asked
+        asked += 1
+        original(self, cfg, fds)
+
+    monkeypatch.setattr(ZygoteClient, "request", counted)
+    b = SubprocessBackend(Containment(pool_size=2))
+    try:  # no warm-up: the runs themselves meet the failure
+        first = await b.run(request("return 1"), on_calls=echo_calls)
+        forked = asked
+        later = [await b.run(request("return 1"), on_calls=echo_calls) for _ in range(5)]
+        await b.settle()
+        assert asked == forked  # nothing more was forked for the runs that followed
+        # After the retry interval one child is tried again (the host may have changed).
+        monkeypatch.setattr(_pool, "LASTING_RETRY_S", 0.0)
+        again = await b.run(request("return 1"), on_calls=echo_calls)
+        assert asked > forked
+    finally:
+        await b.aclose()
+    for out in (first, *later, again):
+        assert out.kind == "sandbox-unavailable"
+        assert out.detail.startswith("could not start a child: the child could not set itself up")
+        assert f"enter the scratch dir {missing}" in out.detail
+    assert forked <= 3  # the pool's two, and the run's own at most
+
+
+async def test_start_fails_closed_and_leaves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = os.path.join(tempfile.gettempdir(), "ptc-run-gone-for-this-test")
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda prefix="": missing)
+    backend = SubprocessBackend(Containment(pool_size=2))
+    with pytest.raises(StartFailed, match="enter the scratch dir"):
+        async with backend:
+            pass
+    assert backend.closed and backend.zygote_pid is None

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -36,7 +38,14 @@ from ray.cluster_utils import Cluster
 
 import ptc
 from ptc._decisions import ApprovalAnswer
-from tests.security._support import SDK, descendants, echo_calls
+from tests.security._support import (
+    SDK,
+    cgroup_bases,
+    descendants,
+    echo_calls,
+    run_cgroups,
+    scratch_dirs,
+)
 from worker import (
     DIMENSIONS,
     CallReply,
@@ -70,6 +79,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def env() -> Iterator[Env]:
+    before = scratch_dirs()
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     worker = cluster.add_node(num_cpus=1)
     ray.init(address=cluster.address, log_to_driver=False)
@@ -79,6 +89,13 @@ def env() -> Iterator[Env]:
     finally:
         ray.shutdown()
         cluster.shutdown()
+    # Every node's pool, closed or lost (killed, frozen and dropped, shut down with the
+    # cluster), leaves no scratch dir behind once its zygote is gone. Nothing here says
+    # when the last zygote exits: polled, with a generous bound.
+    deadline = time.monotonic() + 20
+    while scratch_dirs() - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert scratch_dirs() - before == set()
 
 
 @pytest.fixture(scope="module")
@@ -134,13 +151,24 @@ def holders(marker: str, nodes: Sequence[RayNode]) -> list[int]:
     return found
 
 
-async def wait_until(predicate: Any, timeout_s: float = 5.0) -> bool:
+async def wait_until(predicate: Any, timeout_s: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while not predicate():
         if time.monotonic() > deadline:
             return False
         await anyio.sleep(0.02)
     return True
+
+
+def node_scratch_dirs(node: RayNode) -> set[str]:
+    """The scratch dirs of the node's children (each child's working directory)."""
+    found = set()
+    for pid in descendants(node.zygote_pid or 0):
+        try:
+            found.add(os.path.basename(os.readlink(f"/proc/{pid}/cwd")))
+        except OSError:
+            continue
+    return found & scratch_dirs()
 
 
 def gone(pid: int) -> bool:
@@ -175,7 +203,8 @@ async def test_runs_land_on_both_nodes_and_name_them(env: Env, backend: RayBacke
             assert report.level == "full", outcome.enforcement_json()
             assert report.node == outcome.stats.node
         assert outcome.stats.as_json()["node"] == outcome.stats.node
-        assert outcome.stats.cpu_ms > 0 and outcome.stats.peak_memory_kib > 0
+        peak = outcome.stats.peak_memory_kib
+        assert outcome.stats.cpu_ms > 0 and peak is not None and peak > 0
 
 
 async def test_sequential_runs_spread_and_output_streams_back(backend: RayBackend) -> None:
@@ -300,6 +329,24 @@ async def test_nested_calls_are_decided_by_the_host_pipeline(rt: ptc.ToolRuntime
     assert {r["node"] for r in meta["enforcement"].values()} == {node}
 
 
+async def test_a_host_error_in_nested_dispatch_ends_the_run_with_that_error(
+    rt: ptc.ToolRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As with the local backends (tests/ptc/test_codemode.py): the handler's error is the
+    # run's, not "0 replies" (worker/_abc.py: a host bug propagates from run()).
+    from ptc._dispatch_log import DispatchLog
+
+    async def broken(*args: object) -> None:
+        raise RuntimeError("host bug in the dispatch log")
+
+    monkeypatch.setattr(DispatchLog, "live", broken)
+    scope = rt.scope("host-error")
+    scope.present_as("code")
+    result = await scope.run_code("return tools.add(a=1, b=2)")
+    assert result.error is not None and result.error.code == "TOOL_ERROR"
+    assert "host bug in the dispatch log" in result.error.message
+
+
 async def test_a_deferred_approval_suspends_and_the_resumed_run_replays_on_the_cluster(
     backend: RayBackend,
 ) -> None:
@@ -373,13 +420,12 @@ async def test_a_failed_run_through_the_runtime_names_kind_and_keeps_output(
 async def test_limits_are_enforced_on_the_node(
     backend: RayBackend, code: str, limits: Limits, kind: str, detail: str
 ) -> None:
-    started = time.monotonic()
     out = await run(backend, code, limits)
     assert (out.kind, out.ok) == (kind, False), out
     assert detail in out.detail
     # The node's own backend ended it (it reports the child's rusage), not the host's deadline.
     assert out.stats.cpu_ms > 0 and out.stats.node
-    assert time.monotonic() - started < limits.wall_seconds + 1.0
+    assert "did not end the run" not in out.detail
 
 
 async def test_abort_kills_the_program_on_its_node(backend: RayBackend) -> None:
@@ -441,18 +487,18 @@ async def test_the_host_deadline_ends_a_run_whose_node_stopped_answering(
         os.kill(node.actor_pid, signal.SIGSTOP)  # the node's actor freezes mid-run
         stopped.append(node)
 
-    started = time.monotonic()
     try:
         out = await run(
             backend, marked_program(marker), Limits(wall_seconds=1), on_stdout=on_stdout
         )
-        elapsed = time.monotonic() - started
+        # The host's deadline ended the run, not the program (it sleeps 30 s, still held
+        # by the frozen node's child).
+        assert holders(marker, stopped)
     finally:
         for node in stopped:
             os.kill(node.actor_pid, signal.SIGCONT)
     assert out.kind == "timeout" and "did not end the run within 1 s" in out.detail
     assert out.output.text == "started\n" and out.stats.node == stopped[0].name
-    assert 1.9 < elapsed < 3.0  # the wall clock plus the host's grace, not the program's 30 s
     # Suspect, the node gets no runs until it answers again.
     assert stopped[0].node_id not in {n.node_id for n in backend.nodes()}
     assert node_id(await run(backend, "return 1")) != stopped[0].node_id
@@ -488,6 +534,10 @@ async def test_a_node_killed_mid_run_ends_that_run_as_worker_exit(
 ) -> None:
     doomed = next(n for n in backend.nodes() if n.node_id == env.worker.node_id)
     doomed_pids = [doomed.actor_pid, doomed.zygote_pid or 0, *descendants(doomed.zygote_pid or 0)]
+    doomed_scratch = node_scratch_dirs(doomed)
+    assert doomed_scratch  # its pooled children's
+    doomed_cgroups = cgroup_bases(doomed.actor_pid)
+    assert run_cgroups(doomed_cgroups, doomed.actor_pid)
     outcomes: list[RunOutcome] = []
     started: list[str] = []
     abort = anyio.Event()
@@ -514,6 +564,9 @@ async def test_a_node_killed_mid_run_ends_that_run_as_worker_exit(
     assert [o.value for o in later] == [1, 1, 1]
     assert {node_id(o) for o in later} == {env.head_id}
     assert await wait_until(lambda: all(gone(p) for p in doomed_pids), 10)
+    # Its zygote removed what its host could not before it exited: nothing is left.
+    assert doomed_scratch & scratch_dirs() == set()
+    assert run_cgroups(doomed_cgroups, doomed.actor_pid) == []
 
 
 async def test_a_node_that_joins_gets_runs(env: Env, backend: RayBackend) -> None:
@@ -523,6 +576,31 @@ async def test_a_node_that_joins_gets_runs(env: Env, backend: RayBackend) -> Non
     while joined.node_id not in landed and time.monotonic() < deadline:
         landed.add(node_id(await run(backend, "import time\ntime.sleep(0.05)\nreturn 1")))
     assert landed == {env.head_id, joined.node_id}
+
+
+async def test_the_scale_out_example_runs_on_the_cluster(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # docs/scale-out.md's example as written; Ray is initialised already, so its
+    # RayBackend(address="auto") uses this connection (and leaves Ray up when it closes).
+    (example,) = re.findall(r"```python\n(.*?)```", SCALE_OUT.read_text(), flags=re.S)
+
+    @ptc.tool
+    def search(query: str) -> list[str]:
+        """Search the notes."""
+        return [query]
+
+    namespace: dict[str, Any] = {"my_approver": approver, "search": search}
+    exec(example, namespace)  # noqa: S102 - the documentation's own code
+    await namespace["main"]()
+    printed = capsys.readouterr().out.splitlines()[-1]  # Ray may print its own lines
+    node, network = printed.split(" ", 1)
+    assert node.partition("@")[0] in alive_node_ids()  # the node in the stats
+    assert "'level': 'full'" in network
+    assert ray.is_initialized()
+
+
+SCALE_OUT = Path(__file__).resolve().parents[2] / "docs" / "scale-out.md"
 
 
 def our_actors(nodes: Sequence[RayNode]) -> list[str]:
@@ -541,10 +619,13 @@ async def test_close_leaves_no_actor_and_no_worker_process(backend: RayBackend) 
     assert len(nodes) == 2 and all(not gone(p) for p in pids)
     assert len(pids) > 2 * len(nodes)  # actors, zygotes, and each zygote's pooled children
     assert len(our_actors(nodes)) == 2
+    scratch = set().union(*(node_scratch_dirs(n) for n in nodes))
+    assert scratch
     await backend.aclose()
     assert ray.is_initialized()  # Ray was initialised by the test, so it stays up
     assert our_actors(nodes) == []
     assert await wait_until(lambda: all(gone(p) for p in pids), 10)
+    assert scratch & scratch_dirs() == set()
     with pytest.raises(WorkerError, match="closed"):
         await run(backend, "return 1")
 

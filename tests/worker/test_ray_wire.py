@@ -83,7 +83,8 @@ def test_a_reply_value_that_is_not_json_becomes_a_failed_reply(value: object) ->
     assert reply.message.startswith("the tool result could not be sent to the worker")
 
 
-def test_an_outcome_survives_the_trip_and_names_the_node() -> None:
+@pytest.mark.parametrize("peak", [4, None], ids=["measured", "not-measured"])
+def test_an_outcome_survives_the_trip_and_names_the_node(peak: int | None) -> None:
     enforcement = {
         dim: Enforcement(level="full" if dim != "cpu" else "partial", mechanism=f"m-{dim}", gap="g")
         for dim in DIMENSIONS
@@ -95,7 +96,7 @@ def test_an_outcome_survives_the_trip_and_names_the_node() -> None:
         detail="wall clock limit of 1 s exceeded",
         output=Output(text="a\udc80b", total_bytes=4, truncated=False),
         enforcement=enforcement,
-        stats=RunStats(wall_ms=1.5, cpu_ms=2.0, calls=3, peak_memory_kib=4),
+        stats=RunStats(wall_ms=1.5, cpu_ms=2.0, calls=3, peak_memory_kib=peak),
     )
     (event,) = decode_events(encode_events([outcome_event(outcome)]))
     back = decode_outcome(event, "n1@127.0.0.1")

@@ -4,10 +4,16 @@ seccomp filter), and its client's messages."""
 from __future__ import annotations
 
 import os
+import select
+import signal
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+from tests.security._support import cgroup_bases, run_cgroups
 from tests.worker.test_child_runtime import SDK
 
 
@@ -80,3 +86,45 @@ def test_a_child_loads_the_seccomp_filter_the_zygote_prepared() -> None:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+HOST = """
+import asyncio, sys
+from worker import Containment, SubprocessBackend
+
+async def main() -> None:
+    backend = SubprocessBackend(Containment(require=frozenset(), pool_size=2))
+    await backend.start()
+    print(backend.zygote_pid, flush=True)
+    await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+def test_a_host_that_dies_leaves_nothing_once_its_zygote_is_gone(tmp_path: Path, how: str) -> None:
+    # A host killed without closing its backend (a lost Ray node, an OOM kill): its
+    # pooled children's keepers end when their sockets close, and the zygote, which dies
+    # with the host, removes their scratch dirs and cgroups before it exits.
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    with subprocess.Popen(
+        [sys.executable, "-c", HOST], env=env, stdout=subprocess.PIPE, text=True
+    ) as host:
+        try:
+            assert host.stdout is not None
+            zygote = int(host.stdout.readline())
+            assert len(list(tmp_path.glob("ptc-run-*"))) == 2  # one per pooled child
+            bases = cgroup_bases(host.pid)
+            if os.geteuid() == 0:
+                assert run_cgroups(bases, host.pid)  # as root, each child has its cgroups
+            pidfd = os.pidfd_open(zygote)
+        finally:
+            host.send_signal(getattr(signal, how))
+    try:
+        ready, _, _ = select.select([pidfd], [], [], 30)  # readable once the zygote exited
+    finally:
+        os.close(pidfd)
+    assert ready, "the zygote outlived its host"
+    assert list(tmp_path.glob("ptc-run-*")) == []
+    assert run_cgroups(bases, host.pid) == []

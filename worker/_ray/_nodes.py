@@ -30,6 +30,10 @@ from .._types import DIMENSIONS, Dimension, Enforcement
 from ._node import NodeService
 from ._wire import decode_enforcement
 
+ACTOR_ENV = {"RAY_kill_child_processes_on_worker_exit": "0"}
+"""The actor's own environment: Ray must not SIGKILL the zygote when the actor dies (a node
+lost, the actor killed). The zygote dies with the actor anyway (its death signal), and
+first removes what its keepers left behind, which a SIGKILL would not let it do."""
 CLOSE_TIMEOUT_S = 10.0
 LOST_RETRY_S = 60.0
 """A node whose actor died is tried again after this long if Ray still lists it alive (Ray
@@ -197,6 +201,7 @@ class NodePool:
             max_restarts=0,
             max_task_retries=0,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+            runtime_env={"env_vars": ACTOR_ENV},
         ).remote(self._containment_json)
         node = Node(node_id, address, capacity, actor)
         node.started = actor.start.remote().future()

@@ -252,7 +252,7 @@ def decode_outcome(event: Event, node: str) -> RunOutcome:
             wall_ms=float(_field(stats, "wall_ms", (int, float), "outcome.stats")),
             cpu_ms=float(_field(stats, "cpu_ms", (int, float), "outcome.stats")),
             calls=_field(stats, "calls", int, "outcome.stats"),
-            peak_memory_kib=_field(stats, "peak_memory_kib", int, "outcome.stats"),
+            peak_memory_kib=_field(stats, "peak_memory_kib", (int, type(None)), "outcome.stats"),
             node=node,
         ),
     )

@@ -1,0 +1,292 @@
+"""The containment suite in every reference environment (DESIGN section 7, "Where hosts
+run"), each simulated per process by ``tests.environments`` (as root, nothing machine-wide
+changed): a program cannot open a socket to anything, read or write outside its allowed
+paths, leave a process behind, signal any process but itself, hold more than 1.25x
+``memory_mib``, write more than ``scratch_mib``, or run past its wall clock. The default
+``Containment()`` runs with every dimension ``full`` (where no tmpfs can be mounted, the
+keeper answers every write that could grow a scratch file), or fails closed naming what is
+short and what the host can do (a container profile that refuses Landlock);
+``probe()`` says exactly what runs report. The attacks run with ``require=()``, so they run
+even where the default refuses; there, without a full filesystem, the keeper's scratch
+quota acts after the writes (and says so).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.environments import ENVIRONMENTS, WITH_PTC_PROFILE, Harness, HostRun, tcp_listener
+
+pytestmark = pytest.mark.slow
+
+HOST = Path(__file__).with_name("_suite_host.py").read_text()
+CANARY = "CANARY-18-c0ffee"
+MIB = 1024
+SHORT = {"wall_seconds": 10.0, "cpu_seconds": 5.0}
+
+CASES: dict[str, dict[str, Any]] = {
+    "tcp": {
+        "code": (
+            "import socket, errno\ntry:\n"
+            "    socket.create_connection(('127.0.0.1', PORT), timeout=1)\n"
+            "except OSError as e:\n    return errno.errorcode.get(e.errno, str(e))\n"
+            "return 'connected'"
+        ),
+    },
+    "udp": {
+        "code": (
+            "import socket, errno\ntry:\n"
+            "    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('127.0.0.1', 53))\n"
+            "except OSError as e:\n    return errno.errorcode.get(e.errno, str(e))\nreturn 'sent'"
+        ),
+    },
+    "dns": {
+        "code": (
+            "import socket\ntry:\n    socket.getaddrinfo('example.com', 80)\n"
+            "except OSError:\n    return 'no dns'\nreturn 'resolved'"
+        ),
+    },
+    "read canary": {"code": "return open('CANARY').read()"},
+    "read passwd": {"code": "return open('/etc/passwd').read()"},
+    "write outside": {"code": "open('OUTSIDE', 'w').write('escaped')\nreturn 'wrote'"},
+    "scratch is writable": {
+        "code": "open('note', 'w').write('x')\nimport os\nreturn os.listdir('.')",
+    },
+    "lock its files in": {  # the host still removes the scratch dir (see the leftovers)
+        "code": (
+            "import os\nos.makedirs('a/b')\nopen('a/b/f', 'w').write('x')\n"
+            "os.chmod('a/b', 0)\nos.chmod('a', 0)\nreturn 'locked'"
+        ),
+    },
+    "leave a process": {
+        "code": (
+            "import os, time\ntry:\n    if os.fork() == 0:\n        os.setsid()\n"
+            "        time.sleep(60)\nexcept OSError as e:\n    return e.errno\nreturn 'forked'"
+        ),
+    },
+    "signal others": {
+        "code": (
+            "import os, errno\nout = {}\n"
+            "for name, pid, sig in [('bystander', BYSTANDER, 9), ('group', 0, 0),"
+            " ('everyone', -1, 0), ('itself', os.getpid(), 0)]:\n"
+            "    try:\n        os.kill(pid, sig)\n        out[name] = 'sent'\n"
+            "    except OSError as e:\n        out[name] = errno.errorcode[e.errno]\nreturn out"
+        ),
+    },
+    "memory bomb": {
+        "code": "chunks = []\nwhile True:\n    chunks.append(bytearray(1 << 20))",
+        "limits": {"memory_mib": 128},
+    },
+    "scratch flood": {
+        "strict": True,
+        "code": (
+            "import errno\nwritten = 0\ntry:\n    for i in range(40):\n"
+            "        with open(f'f{i}', 'wb') as f:\n            for _ in range(4):\n"
+            "                f.write(b'x' * (1 << 20))\n                f.flush()\n"
+            "                written += 1\n"
+            "except OSError as e:\n    return [written, errno.errorcode.get(e.errno)]\n"
+            "return [written, None]"
+        ),
+        "limits": {"scratch_mib": 32, "memory_mib": 256},
+    },
+    "threads": {
+        "strict": True,
+        "code": (
+            "import threading\nt = threading.Thread(target=lambda: None)\n"
+            "try:\n    t.start()\nexcept RuntimeError as e:\n    return str(e)\n"
+            "t.join()\nreturn 'started'"
+        ),
+    },
+    "wall clock": {
+        "code": "while True:\n    pass",
+        "limits": {"wall_seconds": 1.0, "cpu_seconds": 30.0},
+    },
+}
+
+NO_LANDLOCK = "E4-old"
+"""Where a container profile refuses the Landlock system calls (Docker before 23)."""
+SHORT_BY_DEFAULT = {NO_LANDLOCK: {"filesystem", "memory"}}
+"""What the default refuses, by environment (everywhere else it runs, all full): without
+Landlock, files (permissions only) and shared memory (``/dev/shm``)."""
+TMPFS = {"E1", "E2", "E4+ptc", "E6+ptc"}
+"""Where the scratch quota is a tmpfs (a mount namespace: root, or a user namespace, as the
+seccomp rule of docs/deployment.md allows, but root without capabilities cannot be mapped
+into one); elsewhere the keeper keeps it."""
+
+
+@functools.cache
+def _suite(envsim: Harness, env: str, abi_limit: int | None) -> tuple[HostRun, int]:
+    with tcp_listener() as listener:
+        cases = {
+            name: {
+                "code": case["code"].replace("PORT", str(listener.port)),
+                "limits": {**SHORT, **case.get("limits", {})},
+                "strict": case.get("strict", False),
+            }
+            for name, case in CASES.items()
+        }
+        run = envsim.run(
+            env,
+            HOST,
+            inputs={"cases": cases, "abi_limit": abi_limit},
+            files={"canary.txt": CANARY},
+            timeout_s=240.0,
+        )
+        return run, listener.accepted()
+
+
+def _case(run: HostRun, name: str) -> dict[str, Any]:
+    assert run.output is not None
+    case: dict[str, Any] = run.output["cases"][name]
+    return case
+
+
+@pytest.fixture(params=[*ENVIRONMENTS, *WITH_PTC_PROFILE])
+def suite(request: pytest.FixtureRequest, envsim: Harness) -> tuple[str, HostRun, int]:
+    env: str = request.param
+    run, accepted = _suite(envsim, env, None)
+    return env, run, accepted
+
+
+def test_no_socket_reaches_anything(suite: tuple[str, HostRun, int]) -> None:
+    env, run, accepted = suite
+    assert accepted == 0
+    assert _case(run, "tcp")["value"] in ("EPERM", "ENETUNREACH", "EACCES"), env
+    assert _case(run, "udp")["value"] in ("EPERM", "ENETUNREACH", "EACCES"), env
+    assert _case(run, "dns")["value"] == "no dns"
+
+
+def test_nothing_outside_the_allowed_paths(suite: tuple[str, HostRun, int]) -> None:
+    env, run, _ = suite
+    assert _case(run, "scratch is writable")["value"] == ["note"]
+    assert run.output is not None
+    if env == NO_LANDLOCK:
+        # File permissions are all there is: uid 65534 reads what others may read and
+        # writes where others may write. The report says so; the default refuses to run.
+        assert _case(run, "read canary")["value"] == CANARY
+        assert run.output["outside_exists"]
+        fs = _case(run, "read canary")["enforcement"]["filesystem"]
+        assert fs["level"] == "partial" and "refused by seccomp (EPERM" in fs["gap"]
+        return
+    canary = _case(run, "read canary")
+    assert canary["kind"] == "exception" and "PermissionError" in canary["detail"]
+    assert CANARY not in json.dumps(run.output)
+    assert not _case(run, "read passwd")["ok"]
+    assert _case(run, "write outside")["kind"] == "exception"
+    assert not run.output["outside_exists"]
+
+
+def test_no_process_is_left_and_no_other_is_signalled(suite: tuple[str, HostRun, int]) -> None:
+    env, run, _ = suite
+    assert _case(run, "leave a process")["value"] == 1  # EPERM: fork is refused
+    assert _case(run, "signal others")["value"] == {
+        "bystander": "EPERM",
+        "group": "EPERM",
+        "everyone": "EPERM",
+        "itself": "sent",
+    }
+    assert run.output is not None and run.output["bystander_alive"]
+    escaped = ("ptc-escaped.txt",) if env == NO_LANDLOCK else ()  # see the test above
+    assert run.survivors == () and run.leftovers == escaped, (run.survivors, run.leftovers)
+
+
+def test_memory_stays_within_a_quarter_over(suite: tuple[str, HostRun, int]) -> None:
+    env, run, _ = suite
+    bomb = _case(run, "memory bomb")
+    assert bomb["kind"] == "memory-limit", bomb
+    peak = bomb["peak_memory_kib"]
+    assert peak is not None and 0 < peak <= 1.25 * 128 * MIB, (env, peak)
+
+
+def test_the_scratch_quota_holds(suite: tuple[str, HostRun, int]) -> None:
+    env, run, _ = suite
+    assert run.output is not None
+    if env not in SHORT_BY_DEFAULT:  # the default: a hard quota, a tmpfs or the keeper's gate
+        flood = run.output["strict"]["scratch flood"]
+        written, error = flood["value"]
+        assert error == "ENOSPC" and 28 <= written <= 32, flood
+        assert flood["enforcement"]["filesystem"]["level"] == "full"
+    relaxed = _case(run, "scratch flood")  # require=(): no gate, so the keeper acts after
+    written, error = relaxed["value"]
+    if env in TMPFS:
+        assert error == "ENOSPC" and written <= 32, relaxed
+    else:
+        # RLIMIT_FSIZE 0 once the keeper saw the files pass 32 MiB (it acts after them).
+        assert error == "EFBIG" and 28 <= written <= 64, relaxed
+        assert relaxed["enforcement"]["filesystem"]["level"] == "partial"
+
+
+def test_the_keepers_write_gate_costs_the_program_its_threads(
+    suite: tuple[str, HostRun, int],
+) -> None:
+    env, run, _ = suite
+    assert run.output is not None
+    assert _case(run, "threads")["value"] == "started"  # require=(): no gate
+    if env in SHORT_BY_DEFAULT:
+        return
+    strict = run.output["strict"]["threads"]
+    assert strict["value"] == ("started" if env in TMPFS else "can't start new thread"), strict
+
+
+def test_the_wall_clock_ends_a_busy_loop(suite: tuple[str, HostRun, int]) -> None:
+    _, run, _ = suite
+    assert _case(run, "wall clock")["kind"] == "timeout"
+
+
+def test_the_default_runs_full_or_fails_closed_naming_the_gap(
+    suite: tuple[str, HostRun, int],
+) -> None:
+    env, run, _ = suite
+    assert run.output is not None
+    default = run.output["default"]
+    levels = {d: e["level"] for d, e in default["enforcement"].items()}
+    if env not in SHORT_BY_DEFAULT:
+        assert default["ok"] and set(levels.values()) == {"full"}, default
+        return
+    short = SHORT_BY_DEFAULT[env]
+    assert default["kind"] == "sandbox-unavailable", default
+    assert {d for d, level in levels.items() if level != "full"} == short
+    for dimension in short:
+        assert f"{dimension} is partial" in default["detail"]
+    assert "docs/deployment.md" in default["detail"] and "--require" in default["detail"]
+
+
+def test_probe_predicts_exactly_what_runs_report(suite: tuple[str, HostRun, int]) -> None:
+    env, run, _ = suite
+    assert run.output is not None
+    first = _case(run, "tcp")["enforcement"]
+    assert run.output["probe"] == first, env
+    assert run.output["default_probe"] == run.output["default"]["enforcement"], env
+
+
+@pytest.mark.parametrize("env", ["E3", "E4", "E6"])
+def test_signals_stay_in_without_landlock_scoping(envsim: Harness, env: str) -> None:
+    # Landlock ABI 5 (Linux 6.8: Ubuntu 24.04) has no signal scope, and these have no pid
+    # namespace: the seccomp filter on the pid is what keeps the bystander alive.
+    run, _ = _suite(envsim, env, 5)
+    assert _case(run, "signal others")["value"]["bystander"] == "EPERM"
+    assert run.output is not None and run.output["bystander_alive"]
+    processes = _case(run, "signal others")["enforcement"]["processes"]
+    assert processes["level"] == "full"
+    assert "seccomp pid filter" in processes["mechanism"]
+    assert "Landlock scope" not in processes["mechanism"]
+    assert run.output["probe"] == _case(run, "tcp")["enforcement"]
+
+
+def test_a_cgroup_delegated_to_a_user_is_used(envsim: Harness) -> None:
+    # As systemd delegates a user's scope: the host's own cgroup v2 is the user's. Runs nest
+    # under it (cgroup.kill), and say why there is still no memory cgroup (this machine's v2
+    # hierarchy has no memory controller to hand down); nothing of them is left in it.
+    run = envsim.run_code("E2", "return 1", delegate_cgroup=True)
+    result = run.results[0]
+    assert not result["is_error"], result
+    enforcement = result["meta"]["enforcement"]
+    assert "cgroup.kill" in enforcement["processes"]["mechanism"]
+    assert "no memory or pids controller to hand down" in enforcement["memory"]["gap"]
+    assert run.output is not None and run.output["probe"] == enforcement
+    assert run.survivors == () and run.leftovers == ()

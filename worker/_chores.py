@@ -1,0 +1,45 @@
+"""Background work of the pool, off the runs' critical path: teardown, refill, priming.
+
+On asyncio each chore is a task of its own, awaited by :meth:`Chores.wait`; elsewhere
+:meth:`Chores.start` says no and the caller does the work inline. A chore's exception is
+logged (``ptc.worker``), never lost and never raised into an unrelated run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+logger = logging.getLogger("ptc.worker")
+
+
+class Chores:
+    """Background work (teardown, refill, priming). On asyncio each chore is a task of its
+    own, awaited by :meth:`wait`; elsewhere :meth:`start` says no and the caller does the
+    work inline."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def start(self, fn: Callable[[], Awaitable[None]], name: str) -> bool:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        task = loop.create_task(self._guard(fn, name), name=f"ptc-worker-{name}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return True
+
+    async def wait(self) -> None:
+        """Wait until no chore is left (chores may start others)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    @staticmethod
+    async def _guard(fn: Callable[[], Awaitable[None]], name: str) -> None:
+        try:
+            await fn()
+        except Exception:
+            logger.exception("background %s failed", name)
