@@ -1,8 +1,8 @@
 """Running one task in one mode against a scope, with the scripted model, and measuring it.
 
 Context accounting (what a model would read; the same rules in both modes):
-- the tool specs sent (``scope.model_tools(format="openai")`` as JSON; in code mode the SDK
-  text is added unless the ``run_code`` description already embeds it) and the user prompt;
+- the tool specs sent (``scope.model_tools(format="openai")`` as JSON: in code mode
+  ``run_code``'s description is what the model reads of the SDK) and the user prompt;
 - every call the model emits (``{"name", "arguments"}`` as JSON), every tool result's content
   text, and the final answer (as JSON).
 ``context_bytes`` is the final conversation size; ``input_bytes_all_turns`` adds up the context
@@ -61,15 +61,10 @@ def content_text(result: ptc.ToolResult) -> str:
 
 
 def spec_bytes(scope: Any) -> int:
-    """Bytes of the tool specs a model is sent for ``scope`` (plus the SDK if not embedded)."""
-    specs = scope.model_tools(format="openai")
-    total = _json_bytes(specs)
-    if any(spec["function"]["name"] == "run_code" for spec in specs):
-        sdk = scope.sdk()
-        if not any(sdk.strip() and sdk.strip() in spec["function"]["description"]
-                   for spec in specs):
-            total += len(sdk.encode())
-    return total
+    """Bytes of the tool specs a model is sent for ``scope`` (``run_code``'s description
+    carries what the model reads of the SDK: every stub inline, or the how-to and the
+    pinned stubs in search discovery)."""
+    return _json_bytes(scope.model_tools(format="openai"))
 
 
 def _read(result: ptc.ToolResult) -> JSON:

@@ -299,6 +299,36 @@ def _value_expected(_: int) -> JSON:
     return _stock_value(list(_data.inventory()), list(_data.products().values()))
 
 
+# -- 10. one call among 1,000 tools: found through catalog.search ----------------------------
+CATALOG_FILLER = 1000
+"""BFCL definitions registered beside the example tools for the catalog task."""
+
+
+def _catalog_native(_: int) -> Policy:
+    # The scripted native model is shown every spec and picks the tool by name.
+    (rate,) = yield [Call(name="get_exchange_rate", arguments={"currency": "JPY"})]
+    return rate["usd_per_unit"]
+
+
+def _catalog_program(_: int) -> str:
+    return """
+hits = catalog.search("USD value of a currency unit", limit=3)
+rate = tools.call(hits[0]["name"], currency="JPY")
+return rate["usd_per_unit"]
+"""
+
+
+def _catalog_expected(_: int) -> JSON:
+    return _data.get_exchange_rate("JPY")["usd_per_unit"]
+
+
+CATALOG_TASKS: tuple[Task, ...] = (
+    Task(name="catalog_1000_search", kind="one tool among 1,000 (catalog.search)",
+         prompt="What is one JPY worth in USD?",
+         native=_catalog_native, program=_catalog_program, expected=_catalog_expected),
+)
+"""Tasks run on a runtime that also holds :data:`CATALOG_FILLER` BFCL tools."""
+
 TASKS: tuple[Task, ...] = (
     Task(name="docs_search_read", kind="search corpus + read hits",
          prompt=f"Search the docs for '{DOC_QUERY}', read the top {DOC_HITS} hits and list "

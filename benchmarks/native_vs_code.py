@@ -24,10 +24,10 @@ import anyio
 
 from ptc.examples import build_runtime
 
-from . import _model, _stats
+from . import _bfcl, _model, _stats
 from ._episodes import Episode, run_code, run_native, runtime_kwargs, spec_bytes
 from ._mcp_tasks import MCP_TASK_NAMES, build_repo, git_tasks, mcp_runtime
-from ._tasks import TASKS, Task
+from ._tasks import CATALOG_FILLER, CATALOG_TASKS, TASKS, Task
 
 RESULT_NAME = "native_vs_code"
 
@@ -50,11 +50,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _selected(names: str) -> tuple[tuple[Task, ...], tuple[str, ...]]:
-    """The example-tool tasks and the names of the MCP tasks to run."""
+    """The example-tool tasks (the catalog ones included) and the names of the MCP tasks."""
     if not names:
-        return TASKS, MCP_TASK_NAMES
+        return TASKS + CATALOG_TASKS, MCP_TASK_NAMES
     wanted = [n.strip() for n in names.split(",") if n.strip()]
-    known = {t.name: t for t in TASKS}
+    known = {t.name: t for t in TASKS + CATALOG_TASKS}
     unknown = [n for n in wanted if n not in known and n not in MCP_TASK_NAMES]
     if unknown:
         raise SystemExit(f"unknown task(s) {unknown}; known: "
@@ -102,10 +102,24 @@ async def measure(tasks: Sequence[Task], *, reps: int, relaxed: bool,
     """
     rows: list[dict[str, Any]] = []
     progress = _Progress((len(tasks) + len(mcp_tasks)) * 2 * reps)
+    plain = [t for t in tasks if t not in CATALOG_TASKS]
+    catalog = [t for t in tasks if t in CATALOG_TASKS]
     async with build_runtime(**runtime_kwargs(relaxed)) as runtime:
         native, code = _scopes(runtime)
         baseline = [await _timed_constant(code) for _ in range(max(3, reps))]
-        specs = await _run_tasks(native, code, tasks, reps, progress, rows)
+        specs = await _run_tasks(native, code, plain, reps, progress, rows)
+    if catalog:
+        async with build_runtime(**runtime_kwargs(relaxed)) as runtime:
+            # The example tools among CATALOG_FILLER BFCL definitions (none of the same name).
+            taken = set(runtime.root.view().visible)
+            fillers = [d for d in _bfcl.definitions(CATALOG_FILLER + len(taken))
+                       if d.name not in taken][:CATALOG_FILLER]
+            with runtime.root.batch():
+                for definition in fillers:
+                    runtime.register(definition)
+            native, code = _scopes(runtime)
+            await code.prepare()
+            await _run_tasks(native, code, catalog, reps, progress, rows)
     if mcp_tasks:
         with tempfile.TemporaryDirectory(prefix="ptc-bench-") as tmp:
             repo = build_repo(Path(tmp) / "repo")

@@ -49,6 +49,8 @@ from ._json import JSON as JSON
 from ._json import FrozenDict as FrozenDict
 from ._json import FrozenList as FrozenList
 from ._json import JSONLike as JSONLike
+from ._layers import Discovery as Discovery
+from ._layers import DiscoveryMode as DiscoveryMode
 from ._layers import Mode as Mode
 from ._layers import ModelFormat as ModelFormat
 from ._layers import ToolView as ToolView
@@ -101,6 +103,8 @@ __all__ = (
     "ContentBlock",
     "DefinitionError",
     "Deny",
+    "Discovery",
+    "DiscoveryMode",
     "DispatchLogEntry",
     "DispatchLogListener",
     "Disposer",

@@ -28,9 +28,10 @@ import anyio.lowlevel
 
 import sdkgen
 from worker import (
+    CallReply,
+    CallRequest,
     Containment,
     Limits,
-    Profile,
     RunRequest,
     SubprocessBackend,
     WorkerBackend,
@@ -38,6 +39,7 @@ from worker import (
     timing_mark,
 )
 
+from ._catalog import Catalog, CatalogEntry, estimate_tokens
 from ._decisions import ApprovalAnswer
 from ._errors import ClosedError, UsageError
 from ._json import JSON, FrozenDict
@@ -53,15 +55,16 @@ from ._prompt import (
 )
 from ._replay import Replay, RunSuspended
 from ._results import ContentBlock, ToolResult
-from ._run import ProgramRun, fail_run
+from ._run import HostOperations, ProgramRun, fail_run
 from ._scopes import Scope, lineage, subtree
-from ._sdks import SdkBuilder, default_cache_dir
+from ._sdks import SdkBuilder, SdkRequest, default_cache_dir
 from ._suspensions import Suspension, SuspensionStore
 from ._tools import Output, ToolContext, ToolDefinition, define_tool
 
 __all__ = ("CodeMode", "render_run_code")
 
 _CACHE_ENTRIES = 128
+_CATALOG_ENTRIES = 16
 # Programs up to this size (python profile) are pre-flighted on the event loop: parsing and
 # compiling them takes well under a millisecond here, less than a hop to a worker thread.
 _INLINE_PREFLIGHT_CHARS = 256
@@ -113,12 +116,19 @@ class CodeMode:
         self._backend = backend
         self._owns_backend = False
         self._builder = SdkBuilder(
-            sdkgen.SdkGenerator(default_cache_dir(), out_of_process=True), sdk_header
+            sdkgen.SdkGenerator(default_cache_dir(), out_of_process=True, frozen_specs=True),
+            sdk_header,
         )
         # key -> (the definitions the key was made from, run_code): holding the
         # definitions keeps their ids from being reused while the entry lives.
         self._tools: OrderedDict[tuple[Any, ...], tuple[tuple[ToolDefinition, ...], ToolDefinition]]
         self._tools = OrderedDict()
+        self._requests: OrderedDict[
+            tuple[Any, ...], tuple[tuple[ToolDefinition, ...], SdkRequest]
+        ] = OrderedDict()
+        self._catalogs: OrderedDict[
+            tuple[int, ...], tuple[tuple[ToolDefinition, ...], Catalog]
+        ] = OrderedDict()
         self._lock = threading.Lock()
         self._dirty: weakref.WeakSet[Scope] = weakref.WeakSet()
         self._flush_pending = False
@@ -136,8 +146,9 @@ class CodeMode:
     def run_code_tool(self, scope: Scope, tools: Mapping[str, ToolDefinition]) -> ToolDefinition:
         _, profile, limits = scope.code_options()
         definitions = tuple(tools.values())
-        sdk = self._builder.ready(definitions, profile)
-        key = (tuple(map(id, definitions)), profile, limits, sdk is not None)
+        request = self._request(scope, definitions)
+        sdk = self._builder.ready(definitions, request)
+        key = (tuple(map(id, definitions)), request, limits, sdk is not None)
         with self._lock:
             cached = self._tools.get(key)
             if cached is not None:
@@ -150,7 +161,9 @@ class CodeMode:
                 # The SDK, profile and limits this definition was built from, bound here.
                 started = time.monotonic()  # the wall clock runs from run_code entry
                 self._check_suspended(arguments, context)
-                return await self._execute(bound, profile, limits, arguments, context, started)
+                return await self._execute(
+                    bound, definitions, request, limits, arguments, context, started
+                )
 
             stub = sdk.stub
         else:
@@ -161,19 +174,24 @@ class CodeMode:
                 _check_size(arguments)
                 built: sdkgen.Sdk | None = None
                 with anyio.move_on_after(limits.wall_seconds):
-                    built = await self._builder.build_async(definitions, profile)
+                    built = await self._builder.build_async(definitions, request)
                 if built is None:
                     fail_run(
                         "timeout", _timeout_detail(limits, "while the SDK was being generated")
                     )
-                return await self._execute(built, profile, limits, arguments, context, started)
+                return await self._execute(
+                    built, definitions, request, limits, arguments, context, started
+                )
 
             stub = _PENDING_STUB
-            self._builder.submit(definitions, profile)
+            self._builder.submit(definitions, request)
+        shown = len(definitions) if request.described is None else len(request.described)
         definition = replace(
             define_tool(
                 name=RUN_CODE,
-                description=run_code_description(stub, profile, limits),
+                description=run_code_description(
+                    stub, profile, limits, shown=shown, total=len(definitions)
+                ),
                 input_schema=RUN_CODE_INPUT_SCHEMA,
                 output=Output(RUN_CODE_OUTPUT_SCHEMA, render_run_code),
                 execute=execute,
@@ -190,21 +208,106 @@ class CodeMode:
                 self._tools.popitem(last=False)
         return definition
 
-    def sdk(self, scope: Scope) -> str:
+    def _request(self, scope: Scope, definitions: tuple[ToolDefinition, ...]) -> SdkRequest:
+        """The SDK ``run_code``'s description needs: every tool's stub (inline discovery), or
+        only the pinned ones' (search). ``auto`` decides by an estimate made from the
+        definitions alone, so the choice never depends on what is cached."""
+        _, profile, limits = scope.code_options()
+        discovery = scope.discovery()
+        key = (tuple(map(id, definitions)), profile, limits, discovery)
+        with self._lock:
+            cached = self._requests.get(key)
+            if cached is not None:
+                self._requests.move_to_end(key)
+                return cached[1]
+        inline = discovery.mode == "inline"
+        if discovery.mode == "auto":
+            text = run_code_description("", profile, limits, shown=1, total=1)
+            inline = estimate_tokens(len(text), definitions) <= discovery.inline_tokens
+        names = {d.name for d in definitions}
+        described = None if inline else frozenset(n for n in discovery.pin if n in names)
+        request = SdkRequest(profile, described)
+        with self._lock:
+            self._requests[key] = (definitions, request)
+            while len(self._requests) > _CACHE_ENTRIES:
+                self._requests.popitem(last=False)
+        return request
+
+    def catalog(self, definitions: tuple[ToolDefinition, ...], sdk: sdkgen.Sdk) -> Catalog:
+        """The catalog of an SDK's tools (made once per tool set; its index on first search)."""
+        key = tuple(map(id, definitions))
+        with self._lock:
+            cached = self._catalogs.get(key)
+            if cached is not None:
+                self._catalogs.move_to_end(key)
+                return cached[1]
+        made = Catalog(definitions, sdk.tools)
+        with self._lock:
+            self._catalogs[key] = (definitions, made)
+            while len(self._catalogs) > _CATALOG_ENTRIES:
+                self._catalogs.popitem(last=False)
+        return made
+
+    def describe(
+        self, definitions: tuple[ToolDefinition, ...], request: SdkRequest, names: frozenset[str]
+    ) -> str:
+        """The model's stub of the tools ``names`` (``catalog.describe``; blocking)."""
+        return self._builder.stub(definitions, request, names)
+
+    def sdk(self, scope: Scope, tools: frozenset[str] | None = None) -> str:
         _, profile, _ = scope.code_options()
-        return self._builder.build(_native_tools(scope), profile).stub
+        definitions = _native_tools(scope)
+        request = SdkRequest(profile, full=True)
+        if tools is None:
+            return self._builder.build(definitions, request).stub
+        missing = sorted(tools - {d.name for d in definitions})
+        if missing:
+            catalog = self.catalog(definitions, self._ready_sdk(scope, definitions))
+            hints = [
+                f"{name!r} (close: {', '.join(e.name for e in catalog.close_matches(name, 3))})"
+                if catalog.close_matches(name, 3)
+                else repr(name)
+                for name in missing
+            ]
+            raise UsageError(f"sdk(tools=...): not visible in {scope!r}: {', '.join(hints)}")
+        return self._builder.stub(definitions, request, tools)
+
+    def search_tools(self, scope: Scope, query: str, limit: int) -> list[dict[str, JSON]]:
+        definitions = _native_tools(scope)
+        catalog = self.catalog(definitions, self._ready_sdk(scope, definitions))
+        return [hit.as_json() for hit in catalog.search(query, limit)]
+
+    def _ready_sdk(self, scope: Scope, definitions: tuple[ToolDefinition, ...]) -> sdkgen.Sdk:
+        return self._builder.build(definitions, self._request(scope, definitions))
 
     def ensure_ready(self, scope: Scope) -> None:
         """Build the scope's SDK now (blocking) unless it is built already."""
-        mode, profile, _ = scope.code_options()
+        mode, _, _ = scope.code_options()
         if mode != "native":
-            self._builder.build(_native_tools(scope), profile)
+            self._ready_sdk(scope, _native_tools(scope))
 
     async def prepare(self, scope: Scope) -> None:
-        """Wait, without blocking the event loop, until the scope's SDK is built."""
-        mode, profile, _ = scope.code_options()
+        """Wait, without blocking the event loop, until the SDK ``run_code``'s description
+        needs is built; in inline discovery also the full one ``sdk()`` returns (the same
+        types: it costs only its assembly). In search discovery the full one is built in
+        the background, on a thread of its own, not waited for: it needs every tool's
+        types, which search discovery exists to avoid waiting for."""
+        mode, _, _ = scope.code_options()
         if mode != "native":
-            await self._builder.build_async(_native_tools(scope), profile)
+            definitions = _native_tools(scope)
+            needed, full = self._requests_of(scope, definitions)
+            await self._builder.build_async(definitions, needed)
+            if needed.described is None:
+                await self._builder.build_async(definitions, full)
+            else:
+                self._builder.submit(definitions, full)
+
+    def _requests_of(
+        self, scope: Scope, definitions: tuple[ToolDefinition, ...]
+    ) -> tuple[SdkRequest, SdkRequest]:
+        """The SDK the description needs, and the full one (see :meth:`prepare`)."""
+        request = self._request(scope, definitions)
+        return request, SdkRequest(request.profile, full=True)
 
     # -- the runtime's hooks ----------------------------------------------------------
 
@@ -277,20 +380,24 @@ class CodeMode:
                 if id(scope) in seen or scope.closed:
                     continue
                 seen.add(id(scope))
-                mode, profile, _ = scope.code_options()
+                mode, _, _ = scope.code_options()
                 if mode != "native":
-                    self._builder.submit(_native_tools(scope), profile)
+                    definitions = _native_tools(scope)
+                    for request in self._requests_of(scope, definitions):
+                        self._builder.submit(definitions, request)
 
     async def _execute(
         self,
         sdk: sdkgen.Sdk,
-        profile: Profile,
+        definitions: tuple[ToolDefinition, ...],
+        request: SdkRequest,
         limits: Limits,
         arguments: FrozenDict,
         context: ToolContext,
         started: float,
     ) -> Any:
         timing_mark("enter")
+        profile = request.profile
         code = arguments["code"]
         scope = context.execution.scope
         assert isinstance(code, str) and isinstance(scope, Scope)
@@ -329,11 +436,12 @@ class CodeMode:
             limits,
             replay[1] if replay is not None else None,
             started=started,
+            host_operations=_CatalogOperations(self, scope, definitions, sdk, request),
         )
-        request = RunRequest(code=code, sdk_module=sdk.module, profile=profile, limits=limits)
+        run_request = RunRequest(code=code, sdk_module=sdk.module, profile=profile, limits=limits)
         self._runs.add(run)
         try:
-            return await run.execute(self.backend(), request)
+            return await run.execute(self.backend(), run_request)
         except RunSuspended as suspended:
             description = arguments.get("description")
             raise await self._pauses.record(
@@ -383,6 +491,62 @@ class CodeMode:
             return await scope.call(RUN_CODE, arguments, call_id=suspension.call_id)
         finally:
             _REPLAY.reset(reset)
+
+
+class _CatalogOperations(HostOperations):
+    """``catalog.search`` / ``catalog.describe`` of one run: answered from the catalog of
+    the run's SDK, never showing a tool the scope no longer sees (checked per operation)."""
+
+    def __init__(
+        self,
+        code_mode: CodeMode,
+        scope: Scope,
+        definitions: tuple[ToolDefinition, ...],
+        sdk: sdkgen.Sdk,
+        request: SdkRequest,
+    ) -> None:
+        self._code_mode = code_mode
+        self._scope = scope
+        self._definitions = definitions
+        self._sdk = sdk
+        self._request = request
+
+    async def answer(self, call: CallRequest) -> CallReply:
+        visible = frozenset(_native_names(self._scope))
+        catalog = self._code_mode.catalog(self._definitions, self._sdk)
+        arguments = call.arguments
+        if call.tool == "catalog:search":
+            query, limit = arguments["query"], arguments["limit"]
+            assert isinstance(query, str) and isinstance(limit, int)  # checked by the frame
+            hits = await anyio.to_thread.run_sync(
+                lambda: catalog.search(query, limit, visible=visible), abandon_on_cancel=True
+            )
+            return CallReply.success([hit.as_json() for hit in hits])
+        idents = arguments["idents"]
+        assert isinstance(idents, list)
+        found: list[CatalogEntry] = []
+        for ident in idents:
+            assert isinstance(ident, str)
+            entry = catalog.entry(ident)
+            if entry is None or entry.name not in visible:
+                return CallReply.failure("UNKNOWN_TOOL", _unknown(ident, catalog, visible))
+            found.append(entry)
+        names = frozenset(e.name for e in found)
+        full = SdkRequest(self._request.profile)
+        stub = await anyio.to_thread.run_sync(
+            self._code_mode.describe, self._definitions, full, names, abandon_on_cancel=True
+        )
+        return CallReply.success(stub)
+
+
+def _unknown(ident: str, catalog: Catalog, visible: frozenset[str]) -> str:
+    close = [e.ident for e in catalog.close_matches(ident, 5) if e.name in visible]
+    hint = f"; close: {', '.join(close)}" if close else ""
+    return f"no visible tool {ident!r}{hint}; find tools with catalog.search('what it does')"
+
+
+def _native_names(scope: Scope) -> list[str]:
+    return [name for name in scope.view().visible if name != RUN_CODE]
 
 
 def _check_size(arguments: FrozenDict) -> None:

@@ -27,7 +27,10 @@ __all__ = (
     "Profile",
     "Restriction",
     "ToolView",
+    "Discovery",
+    "DiscoveryMode",
     "check_code_options",
+    "check_discovery",
     "mcp_output_schema",
     "model_spec",
     "names_of",
@@ -38,6 +41,21 @@ Mode: TypeAlias = Literal["native", "code", "both"]
 MODES: tuple[Mode, ...] = ("native", "code", "both")
 PROFILES: tuple[Profile, ...] = get_args(Profile)
 ModelFormat: TypeAlias = Literal["raw", "openai", "anthropic", "mcp"]
+DiscoveryMode: TypeAlias = Literal["auto", "inline", "search"]
+DISCOVERY_MODES: tuple[DiscoveryMode, ...] = ("auto", "inline", "search")
+DEFAULT_INLINE_TOKENS = 6000
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Discovery:
+    """How a code-mode scope shows its tools to the model (``present_as(discovery=...)``):
+    ``inline`` every stub in ``run_code``'s description; ``search`` the pinned tools' stubs
+    and ``catalog.search`` for the rest; ``auto`` inline while the estimated description
+    is at most ``inline_tokens``, else search."""
+
+    mode: DiscoveryMode = "auto"
+    inline_tokens: int = DEFAULT_INLINE_TOKENS
+    pin: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -68,9 +86,13 @@ class Layer:
     mode: Mode | None = None
     profile: Profile | None = None
     limits: Limits | None = None
+    discovery: DiscoveryMode | None = None
+    inline_tokens: int | None = None
+    pin: tuple[str, ...] | None = None
 
     def clear_options(self) -> None:
         self.mode = self.profile = self.limits = None
+        self.discovery = self.inline_tokens = self.pin = None
 
 
 def visible_tools(layers: Sequence[Layer]) -> tuple[dict[str, ToolDefinition], frozenset[str]]:
@@ -105,6 +127,18 @@ def check_code_options(profile: object, limits: object) -> None:
         raise ConfigurationError(f"profile must be one of {PROFILES}, got {profile!r}")
     if limits is not None and not isinstance(limits, Limits):
         raise UsageError("limits must be ptc.Limits")
+
+
+def check_discovery(discovery: object, inline_tokens: object, pin: object) -> None:
+    """The discovery options ``present_as`` may take (``None``: not declared here)."""
+    if discovery is not None and discovery not in DISCOVERY_MODES:
+        raise ConfigurationError(f"discovery must be one of {DISCOVERY_MODES}, got {discovery!r}")
+    if inline_tokens is not None and (
+        type(inline_tokens) is not int or not 0 <= inline_tokens <= 10_000_000
+    ):
+        raise ConfigurationError(f"inline_tokens must be an int >= 0, got {inline_tokens!r}")
+    if pin is not None:
+        names_of(pin, "pin")  # type: ignore[arg-type]
 
 
 def model_spec(

@@ -43,12 +43,12 @@ ALLOWED_MODULES = (
 
 _PROFILE_RULES = {
     "python": (
-        "Language profile: python (full CPython 3 in a contained process: no network, no "
-        "subprocesses, no files outside a private scratch directory that is deleted "
-        "afterwards)."
+        "Python 3 with the whole standard library (import what you need), in a contained "
+        "process: no network, no subprocesses, files only in a scratch directory deleted "
+        "afterwards."
     ),
     "restricted": (
-        "Language profile: restricted (RestrictedPython). Not allowed: async/await, `match`, "
+        "Restricted Python (RestrictedPython). Not allowed: async/await, `match`, "
         "names or attributes starting with `_`, augmented assignment to items or attributes "
         "(write `d[k] = d[k] + 1`, not `d[k] += 1`), `eval`/`exec`, `type`/`vars`/`dir`, "
         "`str.format` (use f-strings or %). "
@@ -75,32 +75,53 @@ def sdk_header(profile: str) -> str:
     )
 
 
-def run_code_description(sdk_stub: str, profile: str, limits: Limits) -> str:
-    """The description of ``run_code``: how to write a program, then the scope's SDK."""
-    return (
-        "Run a Python program that calls tools through a typed SDK, in a fresh contained "
-        "process. Use it to chain several tool calls, loop, filter or aggregate results "
-        "without sending intermediate data through the conversation.\n"
-        "\n"
-        "How to write the program:\n"
-        "- The code is the body of a function: `return value` ends the run with that value "
-        "(otherwise the value of a final expression is returned).\n"
-        "- Globals `tools`, `parallel` and `ToolCallError` are predefined; do not import them.\n"
-        '- Tool calls are synchronous: `hits = tools.search(query="x")`. Keyword arguments '
-        "only; optional ones may be left out.\n"
-        '- Several calls at once: `tools.read.map([{"id": 1}, {"id": 2}])` or '
-        "`parallel(lambda: tools.a(x=1), lambda: tools.b(y=2))`; results come back in order.\n"
-        "- A failed or denied call raises `ToolCallError` with `.tool`, `.code`, `.message`; "
-        "catch it to recover.\n"
-        "- Arguments and the returned value must be JSON values (dict, list, str, int, float, "
-        "bool, None). `print` output is shown to you along with the result.\n"
-        f"- Limits: {limits.wall_seconds:g} s wall clock (including tool calls), "
-        f"{limits.cpu_seconds:g} s CPU, {limits.memory_mib} MiB memory, "
-        f"{limits.max_calls} tool calls, {limits.output_bytes} bytes of output shown, "
-        f"{MAX_PROGRAM_BYTES // 1024} KiB of program source, {limits.scratch_mib} MiB of files "
-        "in the working directory (they count as memory).\n"
+def run_code_description(
+    stub: str, profile: str, limits: Limits, *, shown: int, total: int
+) -> str:
+    """The description of ``run_code``: how to write a program, then the stubs of the
+    ``shown`` tools of ``total`` (all of them: inline discovery; else search)."""
+    how = (
+        "Run a Python program that calls tools; only what it prints and returns comes back "
+        "to you. Use it to chain calls, loop, filter and aggregate without passing data "
+        "through the conversation.\n"
+        "- The code runs as a module: `return value` (or a final expression) is the "
+        "result; print() output is shown too. Values are JSON (dict, list, str, int, float, "
+        "bool, None).\n"
+        '- Calls are synchronous, keyword arguments only: `r = tools.get_weather(city="Oslo")`. '
+        "A tool's name maps to its identifier with every character outside [A-Za-z0-9_] "
+        'written `_` (`web-search` -> `tools.web_search`); `tools.call("web-search", q="x")` '
+        "takes the name as it is.\n"
+        '- Many calls at once: `tools.get_weather.map([{"city": "Oslo"}, {"city": "Rome"}])` '
+        "or `parallel(lambda: tools.a(x=1), lambda: tools.b())`: results in order.\n"
+        "- A failed or denied call raises ToolCallError (.tool, .code, .message).\n"
         f"- {profile_rules(profile)}\n"
-        "\n"
-        "The SDK (Python stubs; bodies elided):\n"
-        "\n" + sdk_stub
+        f"- Limits: {limits.wall_seconds:g} s, {limits.memory_mib} MiB, {limits.max_calls} "
+        f"calls; the result at most {_size(limits.result_bytes)} as JSON, output shown up to "
+        f"{_size(limits.output_bytes)}; source up to {MAX_PROGRAM_BYTES // 1024} KiB.\n"
     )
+    if shown < total:
+        which = f"{total} tools, {shown} shown below. Find the others" if shown else (
+            f"{total} tools. Find them"
+        )
+        how += (
+            f"- {which} with "
+            '`catalog.search("what you need", limit=10)` (-> [{"name", "ident", "summary"}]) '
+            'and read their signatures with `print(catalog.describe("ident", ...))`; every '
+            "tool is callable, described or not.\n"
+        )
+    example = (
+        "Example (a made-up tool):\n"
+        '    hits = tools.search_docs(query="refund policy", limit=3)\n'
+        '    return [h["title"] for h in hits]\n'
+    )
+    if not shown:
+        return how + example
+    return how + example + "\nThe tools (`JSON` is any JSON value):\n" + stub
+
+
+def _size(n: int) -> str:
+    if n % (1024 * 1024) == 0:
+        return f"{n // (1024 * 1024)} MiB"
+    if n % 1024 == 0:
+        return f"{n // 1024} KiB"
+    return f"{n} bytes"

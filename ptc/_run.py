@@ -12,6 +12,11 @@ calls drain only until the deadline (or a short grace when the run was aborted o
 caller cancelled); a call still running then is cancelled, and if it ignores that too it
 is abandoned and logged, never awaited.
 
+A program's host operations (``catalog.search`` / ``catalog.describe``, calls of names no
+tool can have, their arguments checked by the worker protocol) are answered by the run's
+:class:`HostOperations` without the pipeline: they get no ``<outer>:ptc:<n>`` id, no
+dispatch-log entry and no record, and see only tools the scope still sees.
+
 A deferred approval stops the run from admitting calls (``halt``) and kills the worker at
 once; what the run keeps for that suspension, and how a resumed run replays it, is
 ``_replay``'s :class:`~ptc._replay.CallRecord`. Every completed call is logged in the
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import NoReturn
@@ -29,6 +35,7 @@ from typing import NoReturn
 import anyio
 
 from worker import (
+    HOST_OPERATION_MARK,
     CallBatch,
     CallReply,
     CallRequest,
@@ -52,7 +59,7 @@ from ._scopes import Scope, call_site
 from ._signals import CancelSignal, fuse, on_cancel
 from ._tools import ToolExecution
 
-__all__ = ("DRAIN_GRACE_S", "ProgramRun", "fail_run", "failure_message")
+__all__ = ("DRAIN_GRACE_S", "HostOperations", "ProgramRun", "fail_run", "failure_message")
 
 DRAIN_GRACE_S = 0.02
 """How long cancelled nested calls get to stop before they are abandoned (within the
@@ -73,6 +80,19 @@ def fail_run(
     raise BodyFailure("CODE_RUN_FAILED", failure_message(kind, detail, output), meta)
 
 
+class HostOperations(ABC):
+    """Answers a run's host operations (see the module docstring)."""
+
+    @abstractmethod
+    async def answer(self, call: CallRequest) -> CallReply:
+        """The reply to one operation (its arguments already checked by the protocol)."""
+
+
+class _NoHostOperations(HostOperations):
+    async def answer(self, call: CallRequest) -> CallReply:
+        return CallReply.failure("UNKNOWN_TOOL", f"{call.tool} is not available in this run")
+
+
 class ProgramRun:
     """The state of one run (see the module docstring)."""
 
@@ -85,6 +105,7 @@ class ProgramRun:
         replay: Replay | None = None,
         *,
         started: float,
+        host_operations: HostOperations | None = None,
     ) -> None:
         self.execution = execution
         self.scope = scope
@@ -104,6 +125,7 @@ class ProgramRun:
         # The run's nested calls: each batch in a task of this detached group.
         self._calls = DetachedGroup(f"ptc-run-calls:{execution.call_id}")
         self._in_flight: dict[str, str] = {}
+        self._host_operations = host_operations or _NoHostOperations()
 
     def abort(self, reason: str) -> None:
         """Kill the worker; the run ends as ``abort`` (the runtime is closing)."""
@@ -200,7 +222,9 @@ class ProgramRun:
         (no task of the backend's waits for the replies: the nested-call hot path)."""
         self._calls.start_soon(self._answer, self._numbered(pending.calls), pending)
 
-    async def _answer(self, batch: list[tuple[int, ToolCall]], pending: CallBatch) -> None:
+    async def _answer(
+        self, batch: list[tuple[int, ToolCall | CallRequest]], pending: CallBatch
+    ) -> None:
         try:
             replies = await self._dispatch(batch)
         except Exception as exc:  # a host bug: the backend kills the run and re-raises it
@@ -208,15 +232,29 @@ class ProgramRun:
             raise
         await pending.reply(replies)
 
-    def _numbered(self, calls: Sequence[CallRequest]) -> list[tuple[int, ToolCall]]:
-        batch = []
+    def _numbered(self, calls: Sequence[CallRequest]) -> list[tuple[int, ToolCall | CallRequest]]:
+        """Each tool call numbered from 1 in submission order (its ``<outer>:ptc:<n>``);
+        a host operation gets 0 and stays a request."""
+        batch: list[tuple[int, ToolCall | CallRequest]] = []
         for call in calls:
+            if HOST_OPERATION_MARK in call.tool:
+                batch.append((0, call))
+                continue
             self._count += 1
             call_id = f"{self.execution.call_id}:ptc:{self._count}"
             batch.append((self._count, ToolCall(call.tool, call.arguments, call_id=call_id)))
         return batch
 
-    async def _dispatch(self, batch: list[tuple[int, ToolCall]]) -> list[CallReply]:
+    async def _dispatch(self, batch: list[tuple[int, ToolCall | CallRequest]]) -> list[CallReply]:
+        operations = [(i, c) for i, (_, c) in enumerate(batch) if isinstance(c, CallRequest)]
+        calls = [(n, c) for n, c in batch if isinstance(c, ToolCall)]
+        replies = dict(zip((n for n, _ in calls), await self._dispatch_calls(calls), strict=True))
+        answers = {i: await self._host_operations.answer(op) for i, op in operations}
+        return [answers[i] if n == 0 else replies[n] for i, (n, _) in enumerate(batch)]
+
+    async def _dispatch_calls(self, batch: list[tuple[int, ToolCall]]) -> list[CallReply]:
+        if not batch:
+            return []
         for _, call in batch:
             self._in_flight[call.call_id or ""] = call.name
         try:

@@ -16,6 +16,7 @@ from worker import Limits, Profile
 
 from ._decisions import ApprovalAnswer, Approver
 from ._events import Listeners
+from ._json import JSON
 from ._layers import Mode
 from ._lifetime import Lifetime
 from ._results import ToolResult
@@ -35,8 +36,13 @@ class CodeModeHooks(Protocol[S_contra]):
         """The scope's ``run_code``; ``tools`` are its visible native tools (its SDK's)."""
         ...
 
-    def sdk(self, scope: S_contra) -> str:
-        """The SDK stub of the scope's visible native tools (built now if need be)."""
+    def sdk(self, scope: S_contra, tools: frozenset[str] | None) -> str:
+        """The SDK stub of the scope's visible native tools, or of those named in ``tools``
+        (built now if need be)."""
+        ...
+
+    def search_tools(self, scope: S_contra, query: str, limit: int) -> list[dict[str, JSON]]:
+        """The scope's visible tools that best match ``query``, best first."""
         ...
 
     def ensure_ready(self, scope: S_contra) -> None:

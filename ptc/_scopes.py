@@ -34,12 +34,15 @@ from ._events import (
 from ._json import JSON, JSONLike
 from ._layers import (
     MODES,
+    Discovery,
+    DiscoveryMode,
     Layer,
     Mode,
     ModelFormat,
     Restriction,
     ToolView,
     check_code_options,
+    check_discovery,
     model_spec,
     names_of,
     visible_tools,
@@ -259,9 +262,20 @@ class Scope:
         return self._tree.listeners.add(event, listener, self)
 
     def present_as(
-        self, mode: Mode, *, profile: Profile | None = None, limits: Limits | None = None
+        self,
+        mode: Mode,
+        *,
+        profile: Profile | None = None,
+        limits: Limits | None = None,
+        discovery: DiscoveryMode | None = None,
+        inline_tokens: int | None = None,
+        pin: Iterable[str] | None = None,
     ) -> None:
-        """Declare the presentation mode (and code options) for this scope and its subtree."""
+        """Declare the presentation mode (and code options) for this scope and its subtree.
+
+        ``discovery`` (``"auto"`` by default), ``inline_tokens`` (6000) and ``pin``: how
+        ``run_code``'s description shows the tools (see :class:`ptc.Discovery`); each
+        option, like ``profile`` and ``limits``, is inherited unless declared nearer."""
         self._check_open()
         if self._parent is None:
             raise ScopeError("present_as() is per scope; set ToolRuntime(default_mode=...)")
@@ -271,7 +285,10 @@ class Scope:
         if layer.mode is not None:
             raise ScopeError(f"{self!r} already presents as {layer.mode!r}")
         check_code_options(profile, limits)
+        check_discovery(discovery, inline_tokens, pin)
         layer.mode, layer.profile, layer.limits = mode, profile, limits
+        layer.discovery, layer.inline_tokens = discovery, inline_tokens
+        layer.pin = None if pin is None else tuple(dict.fromkeys(pin))
         self._changed()
 
     # -- reading ------------------------------------------------------------------------
@@ -293,6 +310,20 @@ class Scope:
             profile = profile or layer.profile
             limits = limits or layer.limits
         return (mode or tree.default_mode, profile or tree.profile, limits or tree.limits)
+
+    def discovery(self) -> Discovery:
+        """How ``run_code``'s description shows the tools, each option nearest first."""
+        found: dict[str, object] = {}
+        for scope in reversed(self._chain):
+            layer = scope._layer
+            for key, value in (
+                ("mode", layer.discovery),
+                ("inline_tokens", layer.inline_tokens),
+                ("pin", layer.pin),
+            ):
+                if value is not None:
+                    found.setdefault(key, value)
+        return Discovery(**found)  # type: ignore[arg-type]
 
     def view(self) -> ToolView:
         """The four-step visibility algorithm (cached until the next change)."""
@@ -351,9 +382,21 @@ class Scope:
             visible = {k: v for k, v in visible.items() if k == RESERVED_NAME}
         return [model_spec(d, format, strict=strict) for d in visible.values()]
 
-    def sdk(self) -> str:
-        """The SDK text for this scope's visible tools (built here if not ready yet)."""
-        return self._code_mode().sdk(self)
+    def sdk(self, tools: Iterable[str] | None = None) -> str:
+        """The SDK stub (valid Python, type-checkable) of this scope's visible tools, or of
+        the visible ``tools`` named (e.g. for a system prompt); built here if not ready."""
+        names = None if tools is None else names_of(tools, "tools")
+        return self._code_mode().sdk(self, names)
+
+    def search_tools(self, query: str, limit: int = 10) -> list[dict[str, JSON]]:
+        """The visible tools that best match ``query`` (``{"name", "ident", "summary"}``,
+        best first): the ranking ``catalog.search`` gives programs (BM25). Builds the
+        catalog here if it is not ready yet."""
+        if not isinstance(query, str):
+            raise UsageError("search_tools() takes a query string")
+        if type(limit) is not int or limit < 1:
+            raise UsageError(f"limit must be an int >= 1, got {limit!r}")
+        return self._code_mode().search_tools(self, query, limit)
 
     async def prepare(self) -> None:
         """Wait until this scope's SDK is built, without blocking the event loop (a no-op

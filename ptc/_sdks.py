@@ -1,4 +1,9 @@
-"""SDKs built off the event loop: one per set of visible native tools and profile.
+"""SDKs built off the event loop: one per set of visible native tools and request.
+
+An :class:`SdkRequest` says which stub is wanted: the model's (``run_code``'s description:
+every tool, or only the pinned ones in search discovery) or the full, type-checkable one
+(``scope.sdk()``, with the profile's header); every SDK's worker module and bindings cover
+all the tools.
 
 Generation (datamodel-code-generator for new schemas, then assembly) runs on one
 background thread. ``submit`` schedules a build and returns its future (a build already
@@ -19,6 +24,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio.to_thread
@@ -29,24 +35,54 @@ from worker import Profile
 
 from ._tools import ToolDefinition
 
-__all__ = ("SdkBuilder", "SdkKey", "default_cache_dir", "tool_spec")
+__all__ = ("SdkBuilder", "SdkKey", "SdkRequest", "default_cache_dir", "tool_spec")
 
 logger = logging.getLogger("ptc")
 
 _ENTRIES = 128
 
-SdkKey = tuple[tuple[int, ...], Profile]
-"""The ids of the visible native definitions (in view order) and the profile."""
+
+
+@dataclass(frozen=True, slots=True)
+class SdkRequest:
+    """Which stub an SDK carries: ``described`` the tools it shows (``None``: all of them),
+    ``full`` the type-checkable form with the profile's header (``scope.sdk()``), else the
+    model's form (``run_code``'s description)."""
+
+    profile: Profile
+    described: frozenset[str] | None = None
+    full: bool = False
+
+
+SdkKey = tuple[tuple[int, ...], SdkRequest]
+"""The ids of the visible native definitions (in view order) and the request."""
+
+
+_SPECS: dict[int, tuple[ToolDefinition, sdkgen.ToolSpec]] = {}
+_SPECS_LOCK = threading.Lock()
+_SPECS_KEPT = 20_000
 
 
 def tool_spec(definition: ToolDefinition) -> sdkgen.ToolSpec:
-    """What the SDK generator sees of a definition (never its callbacks or policy)."""
-    return sdkgen.ToolSpec(
+    """What the SDK generator sees of a definition (never its callbacks or policy): one
+    spec object per definition, kept while the definition is, so the generator's per-spec
+    caches hold across builds (a definition is immutable: its schemas were checked and
+    compiled once, when it was made)."""
+    with _SPECS_LOCK:
+        hit = _SPECS.get(id(definition))
+    if hit is not None and hit[0] is definition:
+        return hit[1]
+    spec = sdkgen.ToolSpec(
         name=definition.name,
         description=definition.description,
         input_schema=definition.input_schema,
         output_schema=definition.output.schema,
     )
+    with _SPECS_LOCK:
+        _SPECS[id(definition)] = (definition, spec)
+        while len(_SPECS) > _SPECS_KEPT:
+            del _SPECS[next(iter(_SPECS))]
+    return spec
 
 
 def default_cache_dir() -> Path | None:
@@ -76,55 +112,65 @@ class SdkBuilder:
         # key -> (definitions, future): holding the definitions keeps their ids unique.
         self._builds: OrderedDict[SdkKey, tuple[tuple[ToolDefinition, ...], Future[sdkgen.Sdk]]]
         self._builds = OrderedDict()
-        self._executor: ThreadPoolExecutor | None = None
+        # Two threads: the model's SDKs (run_code's description) never queue behind a full,
+        # type-checkable one (scope.sdk()), which may need every tool's types.
+        self._executors: dict[bool, ThreadPoolExecutor] = {}
         self._closed = False
         self.revision = 0
 
     @staticmethod
-    def key(definitions: Sequence[ToolDefinition], profile: Profile) -> SdkKey:
-        return (tuple(map(id, definitions)), profile)
+    def key(definitions: Sequence[ToolDefinition], request: SdkRequest) -> SdkKey:
+        return (tuple(map(id, definitions)), request)
 
-    def ready(self, definitions: Sequence[ToolDefinition], profile: Profile) -> sdkgen.Sdk | None:
+    def ready(
+        self, definitions: Sequence[ToolDefinition], request: SdkRequest
+    ) -> sdkgen.Sdk | None:
         """The SDK if it is built (never waits)."""
         with self._lock:
-            entry = self._builds.get(self.key(definitions, profile))
+            entry = self._builds.get(self.key(definitions, request))
         if entry is None or not entry[1].done() or entry[1].exception() is not None:
             return None
         return entry[1].result()
 
-    def submit(self, definitions: Sequence[ToolDefinition], profile: Profile) -> Future[sdkgen.Sdk]:
+    def submit(
+        self, definitions: Sequence[ToolDefinition], request: SdkRequest
+    ) -> Future[sdkgen.Sdk]:
         """Schedule a build on the background thread (or share the one in flight or done)."""
         definitions = tuple(definitions)
         with self._lock:
-            future, mine = self._claim(definitions, profile)
+            future, mine = self._claim(definitions, request)
             if not mine:
                 return future
             if self._closed:
                 future.set_exception(RuntimeError("the runtime is closed"))
                 return future
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(1, thread_name_prefix="ptc-sdkgen")
-            self._executor.submit(self._run, future, definitions, profile)
+            executor = self._executors.get(request.full)
+            if executor is None:
+                name = "ptc-sdkgen-full" if request.full else "ptc-sdkgen"
+                executor = self._executors[request.full] = ThreadPoolExecutor(
+                    1, thread_name_prefix=name
+                )
+            executor.submit(self._run, future, definitions, request)
         return future
 
-    def build(self, definitions: Sequence[ToolDefinition], profile: Profile) -> sdkgen.Sdk:
+    def build(self, definitions: Sequence[ToolDefinition], request: SdkRequest) -> sdkgen.Sdk:
         """The SDK, building it in the calling thread if nothing is ready or in flight."""
-        sdk = self.ready(definitions, profile)
+        sdk = self.ready(definitions, request)
         if sdk is not None:
             return sdk
         definitions = tuple(definitions)
         with self._lock:
-            future, mine = self._claim(definitions, profile)
+            future, mine = self._claim(definitions, request)
         if mine:
-            self._run(future, definitions, profile)
+            self._run(future, definitions, request)
         return future.result()
 
     def _claim(
-        self, definitions: tuple[ToolDefinition, ...], profile: Profile
+        self, definitions: tuple[ToolDefinition, ...], request: SdkRequest
     ) -> tuple[Future[sdkgen.Sdk], bool]:
         """The build of this key in flight or done, or a new one (``True``: the caller runs
         it). Called with the lock held."""
-        key = self.key(definitions, profile)
+        key = self.key(definitions, request)
         entry = self._builds.get(key)
         if entry is not None and not _failed(entry[1]):
             self._builds.move_to_end(key)
@@ -136,36 +182,57 @@ class SdkBuilder:
         return future, True
 
     async def build_async(
-        self, definitions: Sequence[ToolDefinition], profile: Profile
+        self, definitions: Sequence[ToolDefinition], request: SdkRequest
     ) -> sdkgen.Sdk:
         """The SDK, waiting for the background build without blocking the event loop."""
-        sdk = self.ready(definitions, profile)
+        sdk = self.ready(definitions, request)
         if sdk is not None:
             return sdk
-        future = self.submit(definitions, profile)
+        future = self.submit(definitions, request)
         return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
 
-    def warm(self, batches: Sequence[tuple[Sequence[ToolDefinition], Profile]]) -> None:
-        """Submit a build for each ``(definitions, profile)`` (background; returns at once)."""
-        for definitions, profile in batches:
-            self.submit(definitions, profile)
+    def warm(self, batches: Sequence[tuple[Sequence[ToolDefinition], SdkRequest]]) -> None:
+        """Submit a build for each ``(definitions, request)`` (background; returns at once)."""
+        for definitions, request in batches:
+            self.submit(definitions, request)
+
+    def stub(
+        self, definitions: Sequence[ToolDefinition], request: SdkRequest, described: frozenset[str]
+    ) -> str:
+        """The stub of the tools named in ``described`` among ``definitions`` (identifiers
+        as in the SDK of all of them), generated in the calling thread (keep it off the
+        event loop)."""
+        return self._generator.stub(
+            [tool_spec(d) for d in definitions],
+            described,
+            header=self._header(request.profile) if request.full else "",
+            prelude=request.full,
+        )
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            executor, self._executor = self._executor, None
-        if executor is not None:
+            executors, self._executors = list(self._executors.values()), {}
+        for executor in executors:
             executor.shutdown(wait=False, cancel_futures=True)
         self._generator.close()  # the fragment helper process, if it was started
 
     def _run(
-        self, future: Future[sdkgen.Sdk], definitions: tuple[ToolDefinition, ...], profile: Profile
+        self,
+        future: Future[sdkgen.Sdk],
+        definitions: tuple[ToolDefinition, ...],
+        request: SdkRequest,
     ) -> None:
         if not future.set_running_or_notify_cancel():
             return
         try:
             specs = [tool_spec(d) for d in definitions]
-            sdk = self._generator.generate(specs, header=self._header(profile))
+            sdk = self._generator.generate(
+                specs,
+                header=self._header(request.profile) if request.full else "",
+                described=request.described,
+                prelude=request.full,
+            )
         except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for it
             if not self._closed:  # a close abandons the build in progress: no news
                 logger.exception("SDK generation failed")

@@ -1,16 +1,17 @@
 """The helper process's side of :mod:`sdkgen._fragment_service`: generate SDKs on request.
 
-Read one JSON request per line on stdin (``{"specs": [...], "header": str}``), write one
-reply per line on stdout (``{"ok": true, "sdk": {...}}`` or ``{"ok": false, "error": str}``),
+Read one JSON request per line on stdin (``{"fragments": [{"spec": {...}, "prefix": str},
+...]}``), write one reply per line on stdout (``{"ok": true, "fragments": [...]}``, in the
+request's order, or ``{"ok": false, "error": str}``),
 until stdin closes. Its :class:`~sdkgen.SdkGenerator` keeps fragments in memory and in the
 disk cache the host reads.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +32,11 @@ def serve(cache_dir: str | None) -> None:
             return
         try:
             request = json.loads(line)
-            specs = [ToolSpec(**spec) for spec in request["specs"]]
-            sdk = generator.generate(specs, header=request["header"])
-            reply: dict[str, Any] = {"ok": True, "sdk": dataclasses.asdict(sdk)}
+            made = [
+                generator.fragment(ToolSpec(**item["spec"]), item["prefix"])
+                for item in request["fragments"]
+            ]
+            reply: dict[str, Any] = {"ok": True, "fragments": [asdict(f) for f in made]}
         except Exception as exc:  # noqa: BLE001 - reported to the host, which falls back
             reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]}
         stdout.write(json.dumps(reply).encode() + b"\n")

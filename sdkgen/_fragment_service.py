@@ -2,13 +2,13 @@
 
 datamodel-code-generator holds the GIL for long stretches (its import builds many pydantic
 models; each generation parses and formats source), and so does assembling and rendering
-a large SDK: in a thread of the host either stalls the host's event loop for tens of
-milliseconds. :class:`FragmentProcess` runs a whole generation in a helper process
-instead: one JSON line per request on the helper's stdin (the specs and the header), one
-JSON line back with the SDK (stub, worker module, bindings). The helper keeps its own
-fragment cache and writes the disk cache the host reads, so a later (or restarted) host
-assembles from warm fragments itself. The helper lives until :meth:`FragmentProcess.close`
-or until its stdin closes (the host went away).
+in a thread of the host it stalls the host's event loop for tens of milliseconds.
+:class:`FragmentProcess` generates fragments in a helper process instead: one JSON line per
+request on the helper's stdin (the specs and their type prefixes), one JSON line back with
+their fragments, which the host checks like a disk-cache entry (:mod:`._fragment_check`)
+before it uses them. The helper keeps its own fragment cache and writes the disk cache the
+host reads, so a later (or restarted) host finds them there. The helper lives until
+:meth:`FragmentProcess.close` or until its stdin closes (the host went away).
 
 Started as ``<python> -I -c <boot> <root> [<cache dir>]`` with an empty environment;
 ``<root>`` is the directory holding ``sdkgen`` (for an uninstalled checkout; an installed
@@ -28,7 +28,9 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ._types import ParamBinding, Sdk, ToolBinding, ToolSpec
+from ._fragment import TypeFragment
+from ._fragment_check import checked_fragment
+from ._types import ToolSpec
 
 __all__ = ("FragmentProcess", "GeneratorClosed")
 
@@ -48,27 +50,6 @@ class GeneratorClosed(RuntimeError):
         super().__init__("the SDK generator was closed during the generation")
 
 
-def _sdk_from(data: object) -> Sdk | None:
-    if type(data) is not dict or not all(
-        type(data.get(k)) is str for k in ("stub", "module", "digest")
-    ):
-        return None
-    try:
-        tools = tuple(
-            ToolBinding(
-                name=t["name"],
-                ident=t["ident"],
-                params=tuple(ParamBinding(**p) for p in t["params"]),
-                extra=bool(t["extra"]),
-            )
-            for t in data["tools"]
-        )
-        sdk = Sdk(stub=data["stub"], module=data["module"], digest=data["digest"], tools=tools)
-    except (KeyError, TypeError, ValueError):
-        return None
-    return sdk
-
-
 class FragmentProcess:
     """The host's handle on the helper process (thread-safe; one request at a time)."""
 
@@ -79,20 +60,23 @@ class FragmentProcess:
         self._closed = False
         self._finalizer: weakref.finalize[Any, Any] | None = None
 
-    def generate(self, specs: Sequence[ToolSpec], header: str) -> Sdk | None:
-        """The SDK of ``specs``, or ``None`` when the helper could not make it (it is then
-        restarted on the next call; the caller generates in-process)."""
+    def fragments(self, items: Sequence[tuple[ToolSpec, str]]) -> list[TypeFragment | None] | None:
+        """The fragment of each ``(spec, type prefix)`` (``None`` for one that came back
+        malformed), or ``None`` when the helper could not answer (it is then restarted on
+        the next call; the caller generates in-process)."""
         payload = {
-            "specs": [
+            "fragments": [
                 {
-                    "name": spec.name,
-                    "description": spec.description,
-                    "input_schema": _plain(spec.input_schema),
-                    "output_schema": _plain(spec.output_schema),
+                    "spec": {
+                        "name": spec.name,
+                        "description": spec.description,
+                        "input_schema": _plain(spec.input_schema),
+                        "output_schema": _plain(spec.output_schema),
+                    },
+                    "prefix": prefix,
                 }
-                for spec in specs
+                for spec, prefix in items
             ],
-            "header": header,
         }
         with self._lock:
             if self._closed:
@@ -104,7 +88,7 @@ class FragmentProcess:
                 process.stdin.flush()
                 line = process.stdout.readline(MAX_LINE)
                 reply = json.loads(line) if line else None
-            except (OSError, ValueError) as exc:
+            except (OSError, ValueError, RecursionError) as exc:
                 if self._closed:
                     raise GeneratorClosed from exc
                 logger.warning("the SDK fragment helper failed (%s); generating in-process", exc)
@@ -118,10 +102,12 @@ class FragmentProcess:
             if reply is None:
                 self._stop()
             return None
-        sdk = _sdk_from(reply.get("sdk"))
-        if sdk is None:
-            logger.warning("the SDK fragment helper sent a malformed SDK; ignored")
-        return sdk
+        made = reply.get("fragments")
+        if type(made) is not list or len(made) != len(items):
+            logger.warning("the SDK fragment helper sent a malformed answer; ignored")
+            return None
+        # The helper is another process: what it sends is checked like a disk-cache entry.
+        return [checked_fragment(item) for item in made]
 
     @property
     def running(self) -> bool:
@@ -130,8 +116,8 @@ class FragmentProcess:
 
     def close(self) -> None:
         """Stop the helper (closing its stdin; killed if it lingers). Idempotent. A
-        generation in progress is not waited for: the helper is killed under it, and that
-        :meth:`generate` raises :class:`GeneratorClosed`."""
+        request in progress is not waited for: the helper is killed under it, and that
+        :meth:`fragments` raises :class:`GeneratorClosed` (no in-process fallback)."""
         self._closed = True
         if not self._lock.acquire(blocking=False):
             process = self._process

@@ -3,7 +3,8 @@
 
 Tool names: characters outside ``[A-Za-z0-9_]`` become ``_``; an empty result or one that
 starts with a digit or ``_`` gets the prefix ``t_``; keywords, builtins and the SDK's own
-globals (``tools parallel ToolCallError``) get a trailing ``_``. Mapped names that collide
+globals (``tools parallel catalog ToolCallError``) and ``call`` (``tools.call``) get a
+trailing ``_``. Mapped names that collide
 get ``_2``, ``_3``, ... in the sorted order of the original names; a name that needs no
 mapping keeps its identifier.
 
@@ -19,7 +20,8 @@ import re
 from collections.abc import Callable, Iterable
 
 _NON_IDENT = re.compile(r"[^A-Za-z0-9_]")
-_SDK_GLOBALS = frozenset({"tools", "parallel", "ToolCallError"})
+# The program's globals, and `call` (tools.call, by original name), are never tool idents.
+_SDK_GLOBALS = frozenset({"tools", "parallel", "ToolCallError", "catalog", "call"})
 # Soft keywords (match, case, type, _) are valid identifiers, so only hard keywords count.
 _KEYWORDS = frozenset(keyword.kwlist)
 _BUILTINS = frozenset(name for name in dir(builtins) if not name.startswith("_"))

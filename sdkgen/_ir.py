@@ -1,4 +1,11 @@
-"""The intermediate form both the stub and the worker module are rendered from."""
+"""The intermediate form both the stub and the worker module are rendered from.
+
+A tool's parameters (keys, required, order) come from its input schema whenever the schema
+lists them plainly (:func:`plain_params`); only their annotations need the tool's type
+fragment. So the worker module and the bindings of a tool whose stub nobody reads (search
+discovery: undescribed tools) are built without the type generator, and are the same
+whether or not a fragment exists.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +19,15 @@ from ._fragment import TypeFragment
 from ._idents import property_idents
 from ._render_types import one_line
 from ._types import ParamBinding, ToolBinding, ToolSpec
+
+# Root keywords that can add or change parameters beyond a plain ``properties`` map: with
+# any of them the type generator's reading (the fragment) is the truth.
+_COMPOSED = (
+    "$ref", "$dynamicRef", "$recursiveRef", "allOf", "anyOf", "oneOf", "not", "if",
+    "dependentSchemas", "dependencies",
+)  # fmt: skip
+UNTYPED = "JSON"
+"""The annotation of a parameter whose fragment is not known (never shown in a stub)."""
 
 # Constraints a type annotation cannot say, in the order they are listed.
 _CONSTRAINTS = (
@@ -43,6 +59,8 @@ class ToolIR:
     definitions: tuple[str, ...]
     typing_names: tuple[str, ...]
     notes: tuple[str, ...]
+    typed: bool
+    """Annotations come from the tool's fragment (the stub may show this tool)."""
 
     def binding(self) -> ToolBinding:
         params = tuple(
@@ -53,12 +71,50 @@ class ToolIR:
         )
 
 
-def tool_ir(spec: ToolSpec, ident: str, fragment: TypeFragment) -> ToolIR:
-    """Combine a spec, its identifier and its type fragment into the intermediate form."""
-    schema = modern(spec.input_schema)  # constraints in their 2020-12 forms
-    props = schema.get("properties")
-    props = props if isinstance(props, Mapping) else {}
-    idents = property_idents(key for key, _, _ in fragment.params)
+def plain_params(schema: Mapping[str, Any]) -> tuple[tuple[str, bool], ...] | None:
+    """``(key, required)`` per property, in schema order, when the (modern) input schema
+    states its parameters plainly: an object with a ``properties`` map and a ``required``
+    list of some of those keys, composed with nothing. ``None`` otherwise (then only the
+    type generator knows the parameters)."""
+    if any(key in schema for key in _COMPOSED):
+        return None
+    if schema.get("type", "object") != "object":
+        return None
+    props = schema.get("properties", {})
+    required = schema.get("required", [])
+    if not isinstance(props, Mapping) or not isinstance(required, list):
+        return None
+    if not all(isinstance(key, str) and key in props for key in required):
+        return None
+    return tuple((key, key in required) for key in props)
+
+
+def needs_fragment(spec: ToolSpec) -> bool:
+    """Whether the tool's parameters can only be read from its type fragment."""
+    return plain_params(spec.input_schema) is None
+
+
+def tool_ir(spec: ToolSpec, ident: str, fragment: TypeFragment | None) -> ToolIR:
+    """Combine a spec, its identifier and its type fragment into the intermediate form.
+
+    ``fragment`` may be ``None`` when :func:`needs_fragment` is false: the result is then
+    untyped (enough for the worker module and the bindings, not for a stub: no
+    annotations, no parameter docs). The parameters and openness are read from the
+    schema's root, which older drafts spell the same way."""
+    schema = spec.input_schema
+    props: Mapping[str, Any] = {}
+    if fragment is not None:
+        modern_props = modern(schema).get("properties")  # constraints in 2020-12 forms
+        props = modern_props if isinstance(modern_props, Mapping) else {}
+    plain = plain_params(schema)
+    annotations = {key: annotation for key, annotation, _ in fragment.params} if fragment else {}
+    if plain is not None:
+        listed = tuple((key, annotations.get(key, UNTYPED), req) for key, req in plain)
+    elif fragment is not None:
+        listed = fragment.params
+    else:
+        raise ValueError(f"tool {spec.name!r}: its parameters need its type fragment")
+    idents = property_idents(key for key, _, _ in listed)
     params = tuple(
         ParamIR(
             ident=idents[key],
@@ -67,7 +123,7 @@ def tool_ir(spec: ToolSpec, ident: str, fragment: TypeFragment) -> ToolIR:
             required=required,
             doc=param_doc(props.get(key)),
         )
-        for key, annotation, required in fragment.params
+        for key, annotation, required in listed
     )
     # Required first keeps the signature readable; schema order within each group.
     params = tuple(p for p in params if p.required) + tuple(p for p in params if not p.required)
@@ -84,10 +140,11 @@ def tool_ir(spec: ToolSpec, ident: str, fragment: TypeFragment) -> ToolIR:
         description=tuple(lines),
         params=params,
         extra=extra,
-        returns=fragment.returns,
-        definitions=fragment.definitions,
-        typing_names=fragment.typing_names,
-        notes=fragment.notes,
+        returns=fragment.returns if fragment else UNTYPED,
+        definitions=fragment.definitions if fragment else (),
+        typing_names=fragment.typing_names if fragment else (),
+        notes=fragment.notes if fragment else (),
+        typed=fragment is not None,
     )
 
 

@@ -15,7 +15,7 @@ _MARKER = "# --- generated module runtime starts here ---\n"
 _RUNTIME_SOURCE = Path(__file__).with_name("_module_runtime.py").read_text(encoding="utf-8")
 MODULE_RUNTIME = _RUNTIME_SOURCE[_RUNTIME_SOURCE.index(_MARKER) + len(_MARKER) :]
 
-_STUB_TYPING = ("Any", "Callable", "Generic", "ParamSpec", "TypeAlias", "TypeVar")
+_STUB_TYPING = ("Any", "Callable", "Generic", "ParamSpec", "TypeAlias", "TypeVar", "TypedDict")
 _STUB_PRELUDE = '''
 JSON: TypeAlias = dict[str, "JSON"] | list["JSON"] | str | int | float | bool | None
 _P = ParamSpec("_P")
@@ -36,18 +36,41 @@ def _tool(f: Callable[_P, _R]) -> _Tool[_P, _R]: ...
 
 def parallel(*thunks: Callable[[], Any]) -> list[Any]:
     """parallel(lambda: tools.a(x=1), lambda: tools.b()): one batch; results in order."""
+
+class CatalogHit(TypedDict):
+    name: str
+    ident: str
+    summary: str
+
+class catalog:
+    @staticmethod
+    def search(query: str, limit: int = 10) -> list[CatalogHit]:
+        """The visible tools that best match ``query`` (BM25), best first."""
+    @staticmethod
+    def describe(*idents: str) -> str:
+        """The typed stub of these tools (identifiers or original names)."""
 '''
+# `tools.call` (first in `class tools`): any visible tool by its original name or identifier.
+_STUB_TOOLS_CALL = """    @staticmethod
+    def call(name: str, /, **arguments: Any) -> JSON:
+        \"\"\"Call a tool by its original name (``tools.call("web-search", q="x")``).\"\"\"
+"""
 
 
-def signature(tool: ToolIR) -> str:
-    """The ``def`` line of one tool (without indentation)."""
-    params = [
-        f"{p.ident}: {p.annotation}" if p.required else f"{p.ident}: {p.annotation} = ..."
-        for p in tool.params
-    ]
+def signature(tool: ToolIR, *, typed: bool = True, extra: bool = True) -> str:
+    """The ``def`` line of one tool (without indentation). ``typed=False``: no annotations
+    (the worker module's form: they would never be evaluated); ``extra=False``: no
+    ``**extra`` parameter (the model's form: it need not pass undeclared keys)."""
+    params = []
+    for p in tool.params:
+        text = f"{p.ident}: {p.annotation}" if typed else p.ident
+        params.append(text if p.required else f"{text} = ..." if typed else f"{text}=...")
     star = ["*"] if params else []
-    extra = [f"**{tool.extra}: JSON"] if tool.extra else []
-    return f"def {tool.ident}({', '.join(star + params + extra)}) -> {tool.returns}:"
+    more = []
+    if tool.extra and extra:
+        more = [f"**{tool.extra}: JSON" if typed else f"**{tool.extra}"]
+    returns = f" -> {tool.returns}" if typed else ""
+    return f"def {tool.ident}({', '.join(star + params + more)}){returns}:"
 
 
 def _tool_docstring(tool: ToolIR) -> str:
@@ -58,22 +81,35 @@ def _tool_docstring(tool: ToolIR) -> str:
     return docstring(lines, "        ") if lines else ""
 
 
-def render_stub(tools: list[ToolIR], header: str) -> str:
-    """The model-facing SDK: valid Python stub source (type-checks as a ``.pyi``)."""
-    out = [f"# {printable(line)}".rstrip() + "\n" for line in header.splitlines()]
-    typing_names = sorted(set(_STUB_TYPING).union(*(t.typing_names for t in tools)))
-    out.append(f"from typing import {', '.join(typing_names)}\n")
-    out.append(_STUB_PRELUDE)
+def render_stub(tools: list[ToolIR], header: str, *, prelude: bool = True) -> str:
+    """The SDK stub of ``tools`` (each must be typed). ``prelude=True``: the whole SDK as
+    valid stub source that type-checks as a ``.pyi`` (imports, the ``JSON`` alias, the
+    ``tools`` / ``parallel`` / ``catalog`` typing); ``False``: what a model reads of the
+    same tools (their types, signatures and docstrings; no imports, decorators, notes or
+    ``**extra``), for ``run_code``'s description and ``catalog.describe``."""
+    untyped = [t.ident for t in tools if not t.typed]
+    if untyped:
+        raise ValueError(f"tools without a type fragment cannot be rendered: {untyped}")
+    out: list[str] = []
+    if prelude:
+        out += [f"# {printable(line)}".rstrip() + "\n" for line in header.splitlines()]
+        typing_names = sorted(set(_STUB_TYPING).union(*(t.typing_names for t in tools)))
+        out.append(f"from typing import {', '.join(typing_names)}\n")
+        out.append(_STUB_PRELUDE)
     for tool in tools:
-        if tool.definitions or tool.notes:
+        if prelude and (tool.definitions or tool.notes):
             out.append("\n")
-        out.extend(f"{comment(f'{tool.name}: {note}')}\n" for note in tool.notes)
+        if prelude:
+            out.extend(f"{comment(f'{tool.name}: {note}')}\n" for note in tool.notes)
         out.extend(tool.definitions)
-    out.append("\nclass tools:\n")
+    out.append("\nclass tools:\n" if out else "class tools:\n")
+    if prelude:
+        out.append(_STUB_TOOLS_CALL)
     for tool in tools:
-        out.append(f"    @_tool\n    {signature(tool)}\n")
+        decorator = "    @_tool\n" if prelude else ""
+        out.append(f"{decorator}    {signature(tool, extra=prelude)}\n")
         out.append(_tool_docstring(tool) or "        ...\n")
-    if not tools:
+    if not tools and not prelude:
         out.append("    ...\n")
     return "".join(out)
 
@@ -90,7 +126,8 @@ def _invoke_name(tool: ToolIR) -> str:
 def render_module(tools: list[ToolIR]) -> str:
     """The worker module: the runtime, then the same signatures with transport bodies.
 
-    Types are omitted: with postponed annotations they are never evaluated."""
+    Annotations are omitted: they would never be evaluated, and a tool whose stub no one
+    reads has none (its fragment was never generated)."""
     out = ["from __future__ import annotations\n", MODULE_RUNTIME]
     aliases = sorted({_invoke_name(t) for t in tools} - {"__sdk__"}, key=len)
     out.extend(f"{alias} = _invoke\n" for alias in aliases)
@@ -99,8 +136,13 @@ def render_module(tools: list[ToolIR]) -> str:
     for tool in tools:
         arguments = ", ".join(f"{p.key!r}: {p.ident}" for p in tool.params)
         extra = f", {tool.extra}" if tool.extra else ""
-        out.append(f"\n\n@_tool\n{signature(tool)}\n")
+        out.append(f"\n\n@_tool\n{signature(tool, typed=False)}\n")
         out.append(f"    return {_invoke_name(tool)}({tool.name!r}, {{{arguments}}}{extra})\n")
     members = "".join(f"    {t.ident!r}: {t.ident},\n" for t in tools)
-    out.append(f"\n\ntools = _Namespace('tools', (), {{\n{members}}})\n")
+    names = "".join(f"    {t.ident!r}: {t.name!r},\n" for t in tools)
+    out.append(f"\n\n_TOOL_NAMES = {{\n{names}}}\n")
+    out.append("_TOOL_IDENTS = {name: ident for ident, name in _TOOL_NAMES.items()}\n")
+    out.append(
+        f"tools = _Namespace('tools', (), {{\n{members}    'call': staticmethod(_call),\n}})\n"
+    )
     return "".join(out)

@@ -17,6 +17,8 @@ from ._child._source import parse_program as parse_program
 from ._child._source import program_size_problem as program_size_problem
 from ._errors import ProtocolError as ProtocolError
 from ._errors import WorkerError as WorkerError
+from ._messages import HOST_OPERATION_MARK as HOST_OPERATION_MARK
+from ._messages import HOST_OPERATIONS as HOST_OPERATIONS
 from ._output import OutputCapture as OutputCapture
 from ._timing import TimingHook as TimingHook
 from ._timing import set_timing_hook as set_timing_hook
@@ -39,6 +41,8 @@ from ._types import RunStats as RunStats
 __all__ = (
     "DIMENSIONS",
     "FAILURE_KINDS",
+    "HOST_OPERATIONS",
+    "HOST_OPERATION_MARK",
     "MAX_PROGRAM_BYTES",
     "CallBatch",
     "CallHandler",

@@ -11,6 +11,10 @@ Child -> host: ``ready call stdout log done``; host -> child: ``sdk start result
 *order* (ready first, nothing after done, increasing call ids) is the host's run loop's
 job (``_runloop``); this module checks each frame alone.
 
+A ``call`` may also name a *host operation* instead of a tool: ``catalog:search`` and
+``catalog:describe`` (:data:`HOST_OPERATIONS`; ``:`` is outside every tool name), whose
+arguments are checked here exactly, so the host answers them from validated data.
+
 Used by the host on every child frame (``_run_channel``) and by the child on every host
 frame (``_child._transport``), so it imports only the standard library.
 """
@@ -194,7 +198,55 @@ class FrameSchema:
 _ENFORCEMENT = _record(
     {"level": _one_of("full", "partial", "none"), "mechanism": _STR, "gap": _STR}
 )
-_CALL = _record({"id": _positive_int, "tool": _STR, "arguments": _OBJECT})
+HOST_OPERATION_MARK = ":"
+"""A call whose tool name contains this is a host operation (no tool name can)."""
+MAX_SEARCH_QUERY_CHARS = 1000
+MAX_SEARCH_LIMIT = 50
+MAX_DESCRIBE_IDENTS = 50
+MAX_DESCRIBE_IDENT_CHARS = 256
+
+
+def _int_range(low: int, high: int) -> Check:
+    def check(value: object) -> None:
+        _INT(value)
+        assert isinstance(value, int)
+        if not low <= value <= high:
+            raise _Mismatch(f"must be from {low} to {high}")
+
+    return check
+
+
+HOST_OPERATIONS: Mapping[str, Check] = {
+    "catalog:search": _record(
+        {"query": _text(MAX_SEARCH_QUERY_CHARS), "limit": _int_range(1, MAX_SEARCH_LIMIT)}
+    ),
+    "catalog:describe": _record(
+        {"idents": _list_of(_text(MAX_DESCRIBE_IDENT_CHARS), min_items=1)}
+    ),
+}
+"""Host operation -> the check of its arguments (``catalog.search`` / ``catalog.describe``)."""
+
+
+def _call_entry(value: object) -> None:
+    """One call of a ``call`` frame: a tool's (any JSON object of arguments) or a host
+    operation's (exactly its arguments)."""
+    _CALL_FIELDS(value)
+    assert isinstance(value, dict)
+    tool = value["tool"]
+    if HOST_OPERATION_MARK not in tool:
+        return
+    check = HOST_OPERATIONS.get(tool)
+    if check is None:
+        raise _Mismatch(f"unknown host operation {tool[:50]!r}").at(".tool")
+    try:
+        check(value["arguments"])
+    except _Mismatch as exc:
+        raise exc.at(".arguments") from None
+    if tool == "catalog:describe" and len(value["arguments"]["idents"]) > MAX_DESCRIBE_IDENTS:
+        raise _Mismatch(f"more than {MAX_DESCRIBE_IDENTS} idents").at(".arguments.idents")
+
+
+_CALL_FIELDS = _record({"id": _positive_int, "tool": _STR, "arguments": _OBJECT})
 _LOG_NAME = _text(MAX_LOG_NAME_CHARS)
 _LOG_RECORD = _record(
     {
@@ -209,7 +261,7 @@ _LOG_RECORD = _record(
 SCHEMAS: Mapping[Sender, Mapping[str, FrameSchema]] = {
     "child": {
         "ready": FrameSchema({"pid": _INT, "enforcement": _map_of(DIMENSIONS, _ENFORCEMENT)}),
-        "call": FrameSchema({"calls": _list_of(_CALL, min_items=1)}),
+        "call": FrameSchema({"calls": _list_of(_call_entry, min_items=1)}),
         "stdout": FrameSchema({"data": _STR}),
         "log": FrameSchema({"record": _LOG_RECORD}),
         "done": FrameSchema(

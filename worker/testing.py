@@ -55,7 +55,7 @@ FAKE_ENFORCEMENT: Mapping[Dimension, Enforcement] = {
     )
     for dim in DIMENSIONS
 }
-_SDK_NAMES = ("tools", "parallel", "ToolCallError")
+_SDK_NAMES = ("tools", "parallel", "catalog", "ToolCallError")
 _Batch = tuple[list[CallRequest], "concurrent.futures.Future[Sequence[CallReply]]"]
 
 

@@ -199,6 +199,22 @@ async def test_the_same_program_gives_the_same_answer_in_both_profiles(
     assert data(python.value)["stdout"] == '{"even": 4, "odd": 8}\n'
 
 
+@pytest.mark.parametrize("profile", ["python", "restricted"])
+async def test_catalog_operations_cross_a_real_contained_child(
+    rt: ptc.ToolRuntime, profile: ptc.Profile
+) -> None:
+    scope = code_scope(rt, profile=profile)
+    program = (
+        "hits = catalog.search('upper-case text', limit=2)\n"
+        "stub = catalog.describe(hits[0]['ident'])\n"
+        "return [hits[0]['name'], 'def shout(*, text: str)' in stub, "
+        "tools.call('shout', text='hi')]"
+    )
+    result = await scope.run_code(program)
+    assert ok(result) == ["shout", True, "HI"]
+    assert [e["name"] for e in data(result.meta)["dispatch_log"]] == ["shout"]
+
+
 async def test_the_restricted_profile_refuses_what_python_allows(rt: ptc.ToolRuntime) -> None:
     code = "return ().__class__.__name__"
     assert ok(await code_scope(rt).run_code(code)) == "tuple"

@@ -30,6 +30,7 @@ from mypy import api as mypy_api
 
 import ptc
 import sdkgen
+from ptc._preflight import near_miss
 from ptc._tools import compact_json_render
 from tests._typing import data
 from worker.testing import FakeBackend
@@ -344,7 +345,7 @@ async def _run_batch(
                 "    out.append(['error', str(e)])",
             ]
             expected.append((definition.name, as_json))
-            typed.append(_call_source(bindings[definition.name], as_json))
+            typed.append(_call_source(bindings[definition.name], as_json, typed=True))
     lines.append("return out")
     async with ptc.ToolRuntime(
         backend=FakeBackend(),
@@ -376,19 +377,31 @@ def _exact(a: Any, b: Any) -> bool:
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
-def _call_source(binding: sdkgen.ToolBinding, kwargs: dict[str, Any]) -> str:
+def _call_source(
+    binding: sdkgen.ToolBinding, kwargs: dict[str, Any], *, typed: bool = False
+) -> str:
     """``tools.<ident>(<param>=<value>, ...)`` as a program would write it: declared keys by
     their parameter names, other keys (an open input) as keywords, or ``**{...}`` when a key
-    is no identifier."""
+    is no identifier or a near miss of a parameter (the data set's own ``mention=`` for a
+    declared ``mentions``, which pre-flight refuses as a likely typo when written out)."""
     idents = {p.key: p.ident for p in binding.params}
     taken = set(idents.values())
     named = [f"{idents[k]}={v!r}" for k, v in kwargs.items() if k in idents]
     extra = {k: v for k, v in kwargs.items() if k not in idents}
-    plain = {k for k in extra if k.isidentifier() and not keyword.iskeyword(k) and k not in taken}
+    plain = {
+        k
+        for k in extra
+        if k.isidentifier()
+        and not keyword.iskeyword(k)
+        and k not in taken
+        and near_miss(k, binding.param_idents()) is None
+    }
     named += [f"{k}={v!r}" for k, v in extra.items() if k in plain]
     rest = {k: v for k, v in extra.items() if k not in plain}
     if rest:
-        named.append(f"**{rest!r}")
+        # For the type checker the dict's values are Any: a ** dict may fill any keyword, so
+        # mypy checks its value type against every parameter (a literal's narrow type fails).
+        named.append(f"**dict[str, Any]({rest!r})" if typed else f"**{rest!r}")
     return f"tools.{binding.ident}({', '.join(named)})"
 
 
@@ -405,7 +418,10 @@ def _typecheck(
             path = Path(tmp) / f"sdk_{i}.pyi"
             path.write_text(stub, encoding="utf-8")
             program = Path(tmp) / f"calls_{i}.py"
-            program.write_text(f"from sdk_{i} import tools\n" + "".join(c + "\n" for c in calls))
+            program.write_text(
+                f"from typing import Any\nfrom sdk_{i} import tools\n"
+                + "".join(c + "\n" for c in calls)
+            )
             files += [str(path), str(program)]
         out, err, _ = mypy_api.run(
             ["--strict", "--no-incremental", "--cache-dir=/dev/null", "--python-version=3.11",

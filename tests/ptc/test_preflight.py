@@ -129,7 +129,7 @@ def test_an_unknown_keyword_lists_the_valid_parameters(sdk: sdkgen.Sdk) -> None:
     assert problem is not None and problem.kind == "preflight"
     assert "tools.search_docs() has no parameter 'limt'" in problem.detail
     assert "did you mean 'limit'" in problem.detail
-    assert problem.detail.endswith("valid parameters: query, limit=...")
+    assert problem.detail.endswith("(parameters: query, limit=...)")
 
 
 def test_an_original_property_name_that_is_a_keyword_must_use_the_mapped_ident(
@@ -163,7 +163,7 @@ def test_a_rebound_tools_name_makes_nothing_certain(sdk: sdkgen.Sdk, code: str) 
 def test_no_visible_tools_says_so(sdk: sdkgen.Sdk) -> None:
     problem = check("return tools.anything()", sdkgen.generate([]))
     assert problem is not None
-    assert "(none: no tools are visible)" in problem.detail
+    assert problem.detail.endswith("does not exist; no tools are visible")
 
 
 @pytest.mark.parametrize(
@@ -257,3 +257,100 @@ def test_function_bodies_pass_pre_flight_and_run_in_a_real_child(
 ) -> None:
     assert check(code, sdk) is None
     assert run_child(code).done == {"type": "done", "ok": True, "value": value}
+
+
+# --- the model's first try: short messages that name the fix -----------------------------
+
+FIRST_TRY_SPECS = [
+    *SPECS,
+    sdkgen.ToolSpec(name="web-search", input_schema={"type": "object", "properties": {
+        "query": {"type": "string"}}, "required": ["query"]}),
+    sdkgen.ToolSpec(name="fmp.income_statement", input_schema={"type": "object", "properties": {
+        "symbol": {"type": "string"}, "period": {"type": "string"}}, "required": ["symbol"]}),
+    # Open (no additionalProperties: false): any key reaches the host, so a near miss of
+    # `unit` would be sent and silently ignored.
+    sdkgen.ToolSpec(name="get_current_weather", input_schema={"type": "object", "properties": {
+        "location": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]},
+        "start_date": {"type": "string"}}, "required": ["location"]}),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def first_try() -> sdkgen.Sdk:
+    return sdkgen.generate(FIRST_TRY_SPECS)
+
+
+@pytest.mark.parametrize(
+    ("code", "fix"),
+    [
+        ("return tools.web-search(query='x')", "write tools.web_search(...)"),
+        ("r = tools.web-search(query='x')\nreturn r", "Python reads `tools.web - search`"),
+        ("return tools.fmp.income_statement(symbol='A')", "write tools.fmp_income_statement"),
+        ("return tools.get_current_weather(location='Oslo', units='celsius')",
+         "has no parameter 'units': did you mean 'unit'?"),
+        ("return tools.get_current_weather(location='Oslo', startDate='x')",
+         "did you mean 'start_date'?"),
+        ("return tools.get_current_weather('Oslo', 'celsius')",
+         "keyword arguments only: write tools.get_current_weather(location='Oslo', "
+         "unit='celsius')"),
+        ("return tools.get_current_weather(unit='celsius')",
+         "missing required keyword(s) location"),
+        ("from tools import web_search\nreturn web_search(query='x')",
+         "`tools` is not a module: it is predefined"),
+        ("import tools\nreturn 1", "`tools` is not a module"),
+        ("from catalog import search\nreturn 1", "`catalog` is not a module"),
+        ("return get_current_weather(location='Oslo')",
+         "get_current_weather is not defined: tools are called through `tools`: write "
+         "tools.get_current_weather(...)"),
+        ("return functions.web_search(query='x')", "write tools.web_search(...)"),
+        ("return default_api.get_current_weather(location='x')",
+         "write tools.get_current_weather(...)"),
+        ("return tools.call('web-serch', query='x')",
+         "tools.call('web-serch'): no visible tool has this name"),
+    ],
+)
+def test_a_first_try_mistake_fails_with_the_fix_in_one_line(
+    first_try: sdkgen.Sdk, code: str, fix: str
+) -> None:
+    problem = check(code, first_try)
+    assert problem is not None and problem.kind == "preflight", code
+    assert fix in problem.detail
+    assert "\n" not in problem.detail
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "return tools.call('web-search', query='x')",
+        "return tools.call('web_search', query='x')",
+        "name = 'web-search'\nreturn tools.call(name, query='x')",
+        "return tools.get_current_weather(location='Oslo', unit='celsius', trace='t')",
+        "def get_current_weather(location):\n    return 1\nreturn get_current_weather('x')",
+        "functions = {'a': len}\nreturn functions.get('a')",
+        "return catalog.search('weather', limit=3)",
+    ],
+)
+def test_what_may_be_right_passes(first_try: sdkgen.Sdk, code: str) -> None:
+    assert check(code, first_try) is None
+
+
+def many_tools(count: int) -> sdkgen.Sdk:
+    return sdkgen.generate([sdkgen.ToolSpec(name=f"tool_{i:04}") for i in range(count)])
+
+
+def test_an_unknown_name_among_many_lists_at_most_ten_then_points_at_search() -> None:
+    problem = check("return tools.tool_00x()", many_tools(3000))
+    assert problem is not None
+    close = problem.detail.split("close: ", 1)[1].split(";", 1)[0].split(", ")
+    assert 1 <= len(close) <= 10 and all(c.startswith("tools.tool_") for c in close)
+    more = 3000 - len(close)
+    assert problem.detail.endswith(f"; {more} more: use catalog.search('what it does')")
+    assert len(problem.detail) < 400
+
+
+def test_an_unknown_name_like_nothing_says_how_many_tools_there_are() -> None:
+    problem = check("return tools.zzz()", many_tools(50))
+    assert problem is not None
+    assert problem.detail == (
+        "line 1: tools.zzz does not exist; 50 tools: use catalog.search('what it does')"
+    )

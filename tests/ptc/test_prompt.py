@@ -11,6 +11,7 @@ import pytest
 
 import ptc
 from ptc._prompt import (
+    ALLOWED_MODULES,
     RUN_CODE,
     RUN_CODE_INPUT_SCHEMA,
     RUN_CODE_OUTPUT_SCHEMA,
@@ -70,39 +71,77 @@ def test_the_sdk_header_explains_calls_batches_errors_and_the_profile(profile: s
     assert ".map(" in header and "parallel(" in header
     assert "ToolCallError (.tool, .code, .message)" in header
     assert header.endswith(profile_rules(profile))
-    assert f"Language profile: {profile}" in header
 
 
 def test_the_restricted_rules_name_what_is_forbidden_and_allowed() -> None:
     rules = profile_rules("restricted")
-    for fragment in ("starting with `_`", "async/await", "Importable modules: json re math"):
+    for fragment in ("starting with `_`", "async/await", f"Importable modules: {ALLOWED_MODULES}"):
         assert fragment in rules
     with pytest.raises(KeyError):
         profile_rules("javascript")
 
 
-def test_the_description_states_the_limits_and_ends_with_the_sdk() -> None:
-    limits = ptc.Limits(wall_seconds=2.5, cpu_seconds=4, memory_mib=256, max_calls=7)
-    text = run_code_description("class tools: ...\n", "python", limits)
-    assert "2.5 s wall clock" in text and "4 s CPU" in text and "256 MiB memory" in text
-    assert "7 tool calls" in text and f"{limits.output_bytes} bytes of output" in text
-    assert text.endswith("The SDK (Python stubs; bodies elided):\n\nclass tools: ...\n")
-    assert run_code_description("class tools: ...\n", "python", limits) == text
+def test_the_python_rules_say_the_whole_stdlib_and_no_network_or_subprocess() -> None:
+    rules = profile_rules("python")
+    for fragment in ("whole standard library", "no network", "no subprocesses"):
+        assert fragment in rules
+
+
+def describe(stub: str = "class tools: ...\n", **options: object) -> str:
+    limits = options.pop("limits", ptc.Limits())
+    profile = options.pop("profile", "python")
+    assert isinstance(limits, ptc.Limits) and isinstance(profile, str)
+    shown = options.pop("shown", 3)
+    total = options.pop("total", 3)
+    assert isinstance(shown, int) and isinstance(total, int)
+    return run_code_description(stub, profile, limits, shown=shown, total=total)
+
+
+def test_the_description_states_the_limits_and_ends_with_the_stub() -> None:
+    limits = ptc.Limits(wall_seconds=2.5, memory_mib=256, max_calls=7, result_bytes=4096)
+    text = describe(limits=limits)
+    assert "Limits: 2.5 s, 256 MiB, 7 calls; the result at most 4 KiB as JSON" in text
+    assert "output shown up to 64 KiB" in text
+    assert text.endswith("The tools (`JSON` is any JSON value):\nclass tools: ...\n")
+    assert describe(limits=limits) == text
+
+
+def test_the_description_says_how_names_map_and_shows_one_example() -> None:
+    text = describe()
+    assert "`web-search` -> `tools.web_search`" in text
+    assert 'tools.call("web-search"' in text
+    assert text.count("Example (a made-up tool):") == 1
+
+
+@pytest.mark.parametrize("profile", ["python", "restricted"])
+def test_nothing_in_the_description_is_said_twice(profile: str) -> None:
+    text = describe(profile=profile)
+    sentences = [s.strip() for s in text.replace("\n", " ").split(". ") if len(s.strip()) > 20]
+    assert len(sentences) == len(set(sentences))
+    assert "from typing import" not in text
+
+
+def test_search_discovery_says_how_many_tools_and_how_to_find_them() -> None:
+    text = describe(shown=2, total=1000)
+    assert "1000 tools, 2 shown below. Find the others" in text and "catalog.search(" in text
+    assert "catalog.describe(" in text
+    inline = describe(shown=1000, total=1000)
+    assert "catalog." not in inline
+    nothing_pinned = describe("", shown=0, total=1000)
+    assert "1000 tools. Find them" in nothing_pinned and "The tools" not in nothing_pinned
 
 
 def test_the_description_differs_by_profile() -> None:
-    python = run_code_description("S", "python", ptc.Limits())
-    restricted = run_code_description("S", "restricted", ptc.Limits())
+    python = describe("S", profile="python")
+    restricted = describe("S", profile="restricted")
     assert python != restricted
     assert profile_rules("restricted") in restricted and profile_rules("python") in python
 
 
-async def test_the_model_sees_run_code_with_the_scopes_sdk(rt: ptc.ToolRuntime) -> None:
+async def test_the_model_sees_run_code_with_the_scopes_tools(rt: ptc.ToolRuntime) -> None:
     (spec,) = data(rt.root.model_tools(format="anthropic"))
     assert spec["name"] == RUN_CODE
     assert spec["input_schema"] == RUN_CODE_INPUT_SCHEMA
-    expected = run_code_description(rt.root.sdk(), "python", rt.limits)
-    assert spec["description"] == expected
     assert "def search(*, query: str, limit: int = ...)" in str(spec["description"])
     assert "def get_weather_v2(*, city: str)" in str(spec["description"])
     (openai,) = data(rt.root.model_tools(format="openai"))
@@ -116,7 +155,7 @@ async def test_a_scopes_profile_and_limits_shape_its_description(rt: ptc.ToolRun
     scope.present_as("code", profile="restricted", limits=ptc.Limits(wall_seconds=5))
     (spec,) = data(scope.model_tools())
     description = str(spec["description"])
-    assert "5 s wall clock" in description
+    assert "Limits: 5 s," in description
     assert profile_rules("restricted") in description
     assert scope.sdk().startswith("# Typed SDK")
     assert profile_rules("restricted") in scope.sdk()
@@ -145,3 +184,9 @@ async def test_the_model_never_sees_callbacks_timeouts_or_output_schemas(
     scope.present_as("both")
     for spec in data(scope.model_tools(format="raw")):
         assert set(spec) == {"name", "description", "input_schema"}
+
+
+def test_the_restricted_module_list_is_what_the_worker_allows() -> None:
+    from worker._child._stdlib import ALLOWED_MODULES as WORKER_MODULES
+
+    assert sorted(ALLOWED_MODULES.split()) == sorted(WORKER_MODULES)

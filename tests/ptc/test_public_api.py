@@ -29,6 +29,8 @@ EXPECTED = [
     "ContentBlock",
     "DefinitionError",
     "Deny",
+    "Discovery",
+    "DiscoveryMode",
     "DispatchLogEntry",
     "DispatchLogListener",
     "Disposer",

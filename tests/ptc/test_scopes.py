@@ -322,7 +322,7 @@ def test_sdk_lists_exactly_the_visible_tools(runtime: ptc.ToolRuntime) -> None:
     scope.restrict(allow=["read", "search"])
     tools_class = scope.sdk().split("\nclass tools:\n", 1)[1]
     defined = [line.strip() for line in tools_class.splitlines() if "    def " in line]
-    assert [d.split("(")[0] for d in defined] == ["def read", "def search"]
+    assert [d.split("(")[0] for d in defined] == ["def call", "def read", "def search"]
 
 
 NAMES = ["a", "b", "c", "d", "e"]

@@ -51,12 +51,12 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> Iterator[Builds]:
         record.generators.append(self)
 
     def generate(
-        self: sdkgen.SdkGenerator, specs: Sequence[sdkgen.ToolSpec], *, header: str = ""
+        self: sdkgen.SdkGenerator, specs: Sequence[sdkgen.ToolSpec], **options: Any
     ) -> sdkgen.Sdk:
         if any(self is mine for mine in record.generators):
             record.threads.append(threading.current_thread().name)
             record.tool_sets.append(tuple(sorted(s.name for s in specs)))
-        return original(self, specs, header=header)
+        return original(self, specs, **options)
 
     monkeypatch.setattr(sdkgen.SdkGenerator, "__init__", init)
     monkeypatch.setattr(sdkgen.SdkGenerator, "generate", generate)
@@ -66,6 +66,16 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> Iterator[Builds]:
 def tool(name: str) -> ptc.ToolDefinition:
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
     return echo_tool(name, input_schema=schema)
+
+
+# A nested object needs the type generator and so the disk cache (simple schemas are typed
+# without either).
+NESTED = {"type": "object", "properties": {"n": {"type": "object", "properties": {
+    "k": {"type": "integer"}}}}}  # fmt: skip
+
+
+def cached_tool(name: str) -> ptc.ToolDefinition:
+    return echo_tool(name, input_schema=NESTED)
 
 
 def runtime(**options: Any) -> ptc.ToolRuntime:
@@ -87,9 +97,22 @@ async def test_changes_build_in_the_background_and_prepare_waits_for_it(builds: 
         assert builds.threads and all(t.startswith("ptc-sdkgen") for t in builds.threads)
         assert "def alpha(" in description(rt.root) and PENDING not in description(rt.root)
         count = len(builds.threads)
-        rt.root.sdk()
+        rt.root.sdk()  # inline discovery: prepare() built the full stub too
         rt.root.model_tools()
         assert len(builds.threads) == count  # ready: nothing built again
+
+
+async def test_in_search_discovery_prepare_leaves_the_full_stub_to_the_background(
+    builds: Builds,
+) -> None:
+    async with runtime() as rt:
+        rt.register(tool("alpha"))
+        agent = rt.scope("agent")
+        agent.present_as("code", discovery="search")
+        await agent.prepare()
+        assert "def alpha(" not in description(agent)
+        assert "def alpha(" in agent.sdk()  # waits for the background build if need be
+        assert "ptc-sdkgen-full_0" in builds.threads
 
 
 async def test_a_burst_of_registrations_is_built_about_once(builds: Builds) -> None:
@@ -160,7 +183,7 @@ async def test_a_restarted_host_reads_fragments_from_disk(
 ) -> None:
     monkeypatch.setenv("PTC_CACHE_DIR", str(tmp_path))
     async with runtime(default_mode="code") as first:
-        first.register(tool("alpha"))
+        first.register(cached_tool("alpha"))
         stub = first.root.sdk()
     assert os.listdir(tmp_path), "fragments were written to the cache directory"
 
@@ -171,7 +194,7 @@ async def test_a_restarted_host_reads_fragments_from_disk(
 
     monkeypatch.setattr(datamodel_code_generator, "generate", fail)
     async with runtime(default_mode="code") as second:
-        second.register(tool("alpha"))
+        second.register(cached_tool("alpha"))
         assert second.root.sdk() == stub
 
 
@@ -192,11 +215,11 @@ async def test_unreadable_cache_entries_are_rebuilt(
 ) -> None:
     monkeypatch.setenv("PTC_CACHE_DIR", str(tmp_path))
     async with runtime(default_mode="code") as first:
-        first.register(tool("alpha"))
+        first.register(cached_tool("alpha"))
         stub = first.root.sdk()
     corrupt_every_file(tmp_path)
     async with runtime(default_mode="code") as second:
-        second.register(tool("alpha"))
+        second.register(cached_tool("alpha"))
         assert second.root.sdk() == stub
 
 
@@ -254,11 +277,11 @@ async def test_tampered_but_valid_json_cache_entries_are_rebuilt(
     signatures is not used: the scope's SDK is rebuilt as generation makes it."""
     monkeypatch.setenv("PTC_CACHE_DIR", str(tmp_path))
     async with runtime(default_mode="code") as first:
-        first.register(tool("alpha"))
+        first.register(cached_tool("alpha"))
         stub = first.root.sdk()
     tamper_every_file(tmp_path)
     async with runtime(default_mode="code") as second:
-        second.register(tool("alpha"))
+        second.register(cached_tool("alpha"))
         assert second.root.sdk() == stub
-        result = await second.root.run_code("return tools.alpha(n=2)")
-        assert result.value == {"result": {"n": 2}, "stdout": ""}
+        result = await second.root.run_code("return tools.alpha(n={'k': 2})")
+        assert result.value == {"result": {"n": {"k": 2}}, "stdout": ""}

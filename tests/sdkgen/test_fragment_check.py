@@ -122,7 +122,7 @@ def test_a_fragment_that_passes_is_used_as_it_is(tmp_path: Path) -> None:
         data["returns"] = "list[int] | None"
         path.write_text(json.dumps(data))
     sdk = sdkgen.SdkGenerator(cache_dir=tmp_path).generate(specs)
-    assert "-> list[int] | None:" in sdk.module
+    assert "-> list[int] | None:" in sdk.stub
 
 
 @settings(max_examples=200, deadline=None)

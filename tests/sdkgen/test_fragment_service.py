@@ -4,6 +4,7 @@ closing stops it."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -14,6 +15,7 @@ import pytest
 
 import sdkgen
 from sdkgen._fragment_service import FragmentProcess, GeneratorClosed
+from sdkgen._ir import needs_fragment
 
 from .cases import all_specs as specs_of_every_case
 
@@ -74,22 +76,53 @@ def test_a_failing_helper_falls_back_to_in_process_generation(
 
 
 class Liar(FragmentProcess):
-    """A helper that answers with a reply that says ok but carries no SDK."""
+    """A helper that answers every request with the line it was made with."""
+
+    def __init__(self, reply: str) -> None:
+        super().__init__()
+        self._reply = reply
 
     def _started(self) -> subprocess.Popen[bytes]:
         if self._process is None:
             self._process = subprocess.Popen(
-                [sys.executable, "-c", "import sys; sys.stdin.readline(); print('{\"ok\": 1}')"],
+                [sys.executable, "-c", f"import sys; sys.stdin.readline(); print({self._reply!r})"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
             )
         return self._process
 
 
-def test_a_malformed_reply_is_refused() -> None:
-    helper = Liar()
-    assert helper.generate([sdkgen.ToolSpec(name="t")], "") is None
+@pytest.mark.parametrize(
+    "reply", ['{"ok": 1}', '{"ok": true}', '{"ok": true, "fragments": [1, 2]}', "[]", "nope"]
+)
+def test_a_malformed_reply_is_refused(reply: str) -> None:
+    helper = Liar(reply)
+    assert helper.fragments([(sdkgen.ToolSpec(name="t"), "T")]) is None
     helper.close()
+
+
+def test_a_fragment_that_is_not_what_generation_makes_is_refused() -> None:
+    smuggled = {
+        "definitions": ["import os\n"], "type_names": ["T"], "typing_names": [], "params": [],
+        "returns": "JSON", "notes": [],
+    }  # fmt: skip
+    helper = Liar(json.dumps({"ok": True, "fragments": [smuggled]}))
+    assert helper.fragments([(sdkgen.ToolSpec(name="t"), "T")]) == [None]
+    helper.close()
+
+
+def test_a_tool_whose_stub_is_not_shown_needs_no_fragment(tmp_path: Path) -> None:
+    plain = [spec for spec in specs_of_every_case() if not needs_fragment(spec)]
+    assert len(plain) > 10
+    generator = sdkgen.SdkGenerator(tmp_path, out_of_process=True)
+    try:
+        sdk = generator.generate(plain, described=(), prelude=False)
+        assert not remote_helper_running(generator)
+        assert not any(tmp_path.iterdir())
+        assert sdk.stub == "class tools:\n    ...\n"
+        assert [t.name for t in sdk.tools] == sorted(s.name for s in plain)
+    finally:
+        generator.close()
 
 
 def running(helper: FragmentProcess) -> bool:
@@ -122,10 +155,10 @@ def test_a_generator_dropped_without_close_leaves_no_process(tmp_path: Path) -> 
 
 def test_close_does_not_wait_for_a_generation_in_progress(tmp_path: Path) -> None:
     # Enough cold tools to keep the helper busy for seconds (about 8 ms each).
-    specs = [
+    union = {"anyOf": [{"type": "integer"}, {"type": "object", "properties": {"x": {}}}]}
+    specs = [  # not simple: each needs the type generator (about 8 ms in the helper)
         sdkgen.ToolSpec(
-            name=f"tool_{i}",
-            input_schema={"type": "object", "properties": {f"field_{i}": {"type": "integer"}}},
+            name=f"tool_{i}", input_schema={"type": "object", "properties": {f"f{i}": union}}
         )
         for i in range(2000)
     ]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import sdkgen
-from sdkgen import _generator
+from sdkgen import _generator, _ir
 from sdkgen.__main__ import load_specs, main
 
 from .cases import CASES, all_specs
@@ -27,7 +27,8 @@ def _no_generation(*args: Any, **kwargs: Any) -> Any:
 
 def _signatures(source: str) -> dict[str, str]:
     """``ident -> def line`` of every ``@_tool`` function (in ``class tools`` in the stub, at
-    module level in the worker module), body and decorator removed."""
+    module level in the worker module), body, decorator and annotations removed (the module
+    has none: they would never be evaluated)."""
     tree = ast.parse(source)
     cls = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "tools"]
     out = {}
@@ -35,7 +36,10 @@ def _signatures(source: str) -> dict[str, str]:
         if isinstance(fn, ast.FunctionDef) and [ast.unparse(d) for d in fn.decorator_list] == [
             "_tool"
         ]:
-            fn.body, fn.decorator_list = [ast.Pass()], []
+            fn.body, fn.decorator_list, fn.returns = [ast.Pass()], [], None
+            for arg in (*fn.args.kwonlyargs, *fn.args.args, fn.args.kwarg, fn.args.vararg):
+                if arg is not None:
+                    arg.annotation = None
             out[fn.name] = ast.unparse(fn)
     return out
 
@@ -271,3 +275,30 @@ def test_cli_reports_a_bad_file(tmp_path: Path, capsys: pytest.CaptureFixture[st
     path.write_text('{"tools": 3}')
     assert main([str(path)]) == 2
     assert "expected" in capsys.readouterr().err
+
+
+def test_frozen_specs_are_read_once_and_other_specs_every_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made: list[str] = []
+    original = _ir.tool_ir
+
+    def counting(spec: sdkgen.ToolSpec, ident: str, fragment: Any) -> Any:
+        made.append(spec.name)
+        return original(spec, ident, fragment)
+
+    monkeypatch.setattr(_generator, "tool_ir", counting)
+    specs = all_specs()
+    frozen = sdkgen.SdkGenerator(frozen_specs=True)
+    first = frozen.generate(specs, described=(), prelude=False)
+    assert sorted(made) == sorted(s.name for s in specs)
+    made.clear()
+    again = frozen.generate(list(reversed(specs)), described=(), prelude=False)
+    assert made == [] and again == first
+    # Without the promise, a schema changed in place is read again.
+    schema: dict[str, Any] = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    spec = sdkgen.ToolSpec(name="t", input_schema=schema)
+    plain = sdkgen.SdkGenerator()
+    assert [p.ident for p in plain.generate([spec]).tools[0].params] == ["a"]
+    schema["properties"]["b"] = {"type": "string"}
+    assert [p.ident for p in plain.generate([spec]).tools[0].params] == ["a", "b"]

@@ -13,6 +13,10 @@ from hypothesis import strategies as st
 from worker._errors import ProtocolError
 from worker._framing import FrameDecoder, encode
 from worker._messages import (
+    HOST_OPERATIONS,
+    MAX_DESCRIBE_IDENTS,
+    MAX_SEARCH_LIMIT,
+    MAX_SEARCH_QUERY_CHARS,
     SCHEMAS,
     Sender,
     validate_child_frame,
@@ -190,3 +194,57 @@ def test_forged_objects_and_garbage_suffixes_only_raise_protocol_error(
                 FrameDecoder(validate).feed(data)
             except ProtocolError:
                 pass
+
+
+# --- host operations: calls under names no tool can have, their arguments checked exactly ---
+
+
+def _operation(tool: str, arguments: object) -> dict[str, Any]:
+    return {"type": "call", "calls": [{"id": 1, "tool": tool, "arguments": arguments}]}
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("catalog:search", {"query": "weather", "limit": 10}),
+        ("catalog:search", {"query": "x" * MAX_SEARCH_QUERY_CHARS, "limit": MAX_SEARCH_LIMIT}),
+        ("catalog:describe", {"idents": ["get_weather", "web-search"]}),
+        ("catalog:describe", {"idents": ["t"] * MAX_DESCRIBE_IDENTS}),
+    ],
+)
+def test_host_operations_with_their_exact_arguments_are_valid(tool: str, arguments: Any) -> None:
+    frame = _operation(tool, arguments)
+    assert validate_child_frame(json.loads(json.dumps(frame))) == frame
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "needle"),
+    [
+        ("catalog:search", {"query": "x"}, "missing field(s) ['limit']"),
+        ("catalog:search", {"query": "x", "limit": 0}, "limit: must be from 1"),
+        ("catalog:search", {"query": "x", "limit": True}, "limit: wrong type bool"),
+        ("catalog:search", {"query": "x" * (MAX_SEARCH_QUERY_CHARS + 1), "limit": 1}, "longer"),
+        ("catalog:search", {"query": "x", "limit": 1, "more": 1}, "unknown field(s) ['more']"),
+        ("catalog:describe", {"idents": []}, "needs at least 1 item"),
+        ("catalog:describe", {"idents": [1]}, "idents[0]: wrong type int"),
+        ("catalog:describe", {"idents": ["t"] * (MAX_DESCRIBE_IDENTS + 1)}, "more than 50"),
+        ("catalog:describe", {"idents": ["x" * 257]}, "longer than 256"),
+        ("catalog:drop", {}, "unknown host operation 'catalog:drop'"),
+        ("evil:x", {}, "unknown host operation"),
+    ],
+)
+def test_a_malformed_host_operation_is_a_protocol_error(
+    tool: str, arguments: Any, needle: str
+) -> None:
+    with pytest.raises(ProtocolError, match="call.calls\\[0\\]") as caught:
+        validate_child_frame(_operation(tool, arguments))
+    assert needle in str(caught.value)
+
+
+def test_the_sdk_module_sends_what_the_protocol_accepts() -> None:
+    from sdkgen import _module_runtime as runtime
+
+    assert set(HOST_OPERATIONS) == {runtime._SEARCH, runtime._DESCRIBE}  # noqa: SLF001
+    assert runtime._MAX_QUERY_CHARS == MAX_SEARCH_QUERY_CHARS  # noqa: SLF001
+    assert runtime._MAX_LIMIT == MAX_SEARCH_LIMIT  # noqa: SLF001
+    assert runtime._MAX_DESCRIBE == MAX_DESCRIBE_IDENTS  # noqa: SLF001

@@ -12,6 +12,8 @@ def test_all_names_are_exported_and_nothing_else_is_public() -> None:
     assert worker.__all__ == (
         "DIMENSIONS",
         "FAILURE_KINDS",
+        "HOST_OPERATIONS",
+        "HOST_OPERATION_MARK",
         "MAX_PROGRAM_BYTES",
         "CallBatch",
         "CallHandler",

@@ -26,7 +26,7 @@ from ._transport import Channel, ChannelTransport
 _EXIT_BAD_START = 71
 _EXIT_CRASH = 72
 _FLUSH_BYTES = 8192
-_SDK_NAMES = ("tools", "parallel", "ToolCallError")
+_SDK_NAMES = ("tools", "parallel", "catalog", "ToolCallError")
 PRECOMPILED_SDKS = 4
 """How many SDK modules the zygote keeps compiled (the most recent ones)."""
 _PRECOMPILED: dict[str, CodeType] = {}

@@ -17,6 +17,15 @@ class ToolCallError(Exception):
         return f"{self.tool}: {self.code}: {self.message}"
 
 
+# Host operations sent as calls under names no tool can have (worker._messages checks
+# their arguments exactly: the host answers them without the pipeline).
+_SEARCH = "catalog:search"
+_DESCRIBE = "catalog:describe"
+_MAX_QUERY_CHARS = 1000
+_MAX_LIMIT = 50
+_MAX_DESCRIBE = 50
+
+
 class _Pending:
     """What a tool call returns while a ``parallel`` thunk is being recorded."""
 
@@ -69,6 +78,68 @@ def _invoke(tool: str, arguments: dict[str, Any], extra: dict[str, Any] | None =
         recorded.append((tool, sent, marker))
         return marker
     return _send([(tool, sent)])[0]
+
+
+def _call(name: str, /, **arguments: Any) -> Any:
+    """``tools.call(name, **arguments)``: a tool by its original name (or identifier), its
+    arguments under their original keys."""
+    if type(name) is not str:
+        raise TypeError("tools.call(name, **arguments): name must be a string")
+    if name not in _TOOL_IDENTS:
+        ident = name
+        name = _TOOL_NAMES.get(ident, "")
+        if not name:
+            raise ToolCallError(
+                ident, "UNKNOWN_TOOL", "no visible tool has this name; find tools with "
+                "catalog.search('what it does')"
+            )
+    return _invoke(name, {}, arguments)
+
+
+def _host(op: str, label: str, arguments: dict[str, Any]) -> Any:
+    if getattr(_recording, "calls", None) is not None:
+        raise TypeError(f"{label}() cannot be used inside a parallel() thunk")
+    try:
+        return _send([(op, arguments)])[0]
+    except ToolCallError as exc:
+        raise ToolCallError(label, exc.code, exc.message) from None
+
+
+class _Catalog:
+    """``catalog``: find the visible tools (``search``) and read their stubs (``describe``).
+    Each is a round trip to the host, which answers it without running anything."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise TypeError("catalog is read-only")
+
+    def __repr__(self) -> str:
+        return "<catalog: search(query, limit=10), describe(*idents)>"
+
+    def search(self, query: str, limit: int = 10) -> list[dict[str, str]]:
+        """The tools that best match ``query``, best first: ``{"name", "ident", "summary"}``."""
+        if type(query) is not str or not query.strip():
+            raise TypeError("catalog.search(query): query must be a non-empty string")
+        if len(query) > _MAX_QUERY_CHARS:
+            raise ValueError(f"catalog.search(): query longer than {_MAX_QUERY_CHARS} characters")
+        if type(limit) is not int or not 1 <= limit <= _MAX_LIMIT:
+            raise ValueError(f"catalog.search(): limit must be an int from 1 to {_MAX_LIMIT}")
+        return _host(_SEARCH, "catalog.search", {"query": query, "limit": limit})  # type: ignore[no-any-return]
+
+    def describe(self, *idents: Any) -> str:
+        """The typed stub (signature, types, docstring) of these tools, by identifier or
+        original name; ``describe(["a", "b"])`` works too."""
+        if len(idents) == 1 and isinstance(idents[0], list | tuple):
+            idents = tuple(idents[0])
+        if not idents or not all(type(i) is str and 0 < len(i) <= 256 for i in idents):
+            raise TypeError("catalog.describe(*idents): give tool identifiers (strings)")
+        if len(idents) > _MAX_DESCRIBE:
+            raise ValueError(f"catalog.describe(): at most {_MAX_DESCRIBE} tools at a time")
+        return _host(_DESCRIBE, "catalog.describe", {"idents": list(idents)})  # type: ignore[no-any-return]
+
+
+catalog = _Catalog()
 
 
 def _run_recorded(what: str, thunks: Sequence[object]) -> list[Any]:
@@ -181,103 +252,131 @@ class _Namespace(type):
 
     def __getattr__(cls, name: str) -> Any:
         names = sorted(k for k, v in vars(cls).items() if isinstance(v, _Tool))
-        raise AttributeError(f"no tool {name!r}; available: {', '.join(names) or 'none'}")
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        raise AttributeError(
+            f"no tool {name!r}; tools: {shown or 'none'} (find tools with catalog.search(...);"
+            " call one by its original name with tools.call('name', ...))"
+        )
 
 
 _tool = _Tool
 __sdk__ = _invoke
+# Filled by the generated part: identifier -> original name of every tool.
+_TOOL_NAMES: dict[str, str] = {}
+_TOOL_IDENTS: dict[str, str] = {}
 
 
 @_tool
-def annotate(*, record: AnnotateInputRecord | dict[str, JSON], label: str = ..., extra: int = ..., **extra_: JSON) -> AnnotateOutput:
+def annotate(*, record, label=..., extra=..., **extra_):
     return __sdk__('annotate', {'record': record, 'label': label, 'extra': extra}, extra_)
 
 
 @_tool
-def anything(**extra: JSON) -> JSON:
+def anything(**extra):
     return __sdk__('anything', {}, extra)
 
 
 @_tool
-def class_(*, from_: str, import_: bool = ..., filter: str = ..., **extra: JSON) -> ClassOutput:
+def class_(*, from_, import_=..., filter=..., **extra):
     return __sdk__('class', {'from': from_, 'import': import_, 'filter': filter}, extra)
 
 
 @_tool
-def get_weather_v2(*, my_city_2: str, p_2fa: str = ..., my_city: str = ..., **extra: JSON) -> GetWeatherV2Output:
+def get_weather_v2(*, my_city_2, p_2fa=..., my_city=..., **extra):
     return __sdk__('get-weather.v2', {'my-city': my_city_2, '2fa': p_2fa, 'my_city': my_city}, extra)
 
 
 @_tool
-def legacy_range(*, low: float) -> JSON:
+def legacy_range(*, low):
     return __sdk__('legacy_range', {'low': low})
 
 
 @_tool
-def list_(**extra: JSON) -> JSON:
+def list_(**extra):
     return __sdk__('list', {}, extra)
 
 
 @_tool
-def log_event(*, message: str, **extra: JSON) -> JSON:
+def log_event(*, message, **extra):
     return __sdk__('log_event', {'message': message}, extra)
 
 
 @_tool
-def mcp_server_very_long_segment_very_long_segment_very_long_segment_very_long_segment_very_long_segment_very_long_segment_xxxxxxxxx(*, q: str = ...) -> JSON:
+def mcp_server_very_long_segment_very_long_segment_very_long_segment_very_long_segment_very_long_segment_very_long_segment_xxxxxxxxx(*, q=...):
     return __sdk__('mcp.server-very_long_segment.very_long_segment.very_long_segment.very_long_segment.very_long_segment.very_long_segment.xxxxxxxxx', {'q': q})
 
 
 @_tool
-def now() -> NowOutput:
+def now():
     return __sdk__('now', {})
 
 
 @_tool
-def odd(*, x: JSON = ..., **extra: JSON) -> JSON:
+def odd(*, x=..., **extra):
     return __sdk__('odd', {'x': x}, extra)
 
 
 @_tool
-def pair(*, point: list[float | str]) -> PairOutput:
+def pair(*, point):
     return __sdk__('pair', {'point': point})
 
 
 @_tool
-def patterned(*, name: str = ..., **extra: JSON) -> JSON:
+def patterned(*, name=..., **extra):
     return __sdk__('patterned', {'name': name}, extra)
 
 
 @_tool
-def pay(*, method: PayInputMethod | dict[str, JSON] | (PayInputMethod1 | dict[str, JSON]), amount: int | float, note: str | None = ..., tags: dict[str, str] = ..., **extra: JSON) -> PayOutput:
+def pay(*, method, amount, note=..., tags=..., **extra):
     return __sdk__('pay', {'method': method, 'amount': amount, 'note': note, 'tags': tags}, extra)
 
 
 @_tool
-def search_flights(*, route: SearchFlightsInputRoute | dict[str, JSON], passengers: list[SearchFlightsInputPassenger], max_price: float = ...) -> SearchFlightsOutput:
+def search_flights(*, route, passengers, max_price=...):
     return __sdk__('search_flights', {'route': route, 'passengers': passengers, 'max_price': max_price})
 
 
 @_tool
-def set_status(*, status: Literal['open', 'closed', 'wontfix'], level: Literal[1, 2] = ...) -> SetStatusOutput:
+def set_status(*, status, level=...):
     return __sdk__('set_status', {'status': status, 'level': level})
 
 
 @_tool
-def tools__2(**extra: JSON) -> JSON:
+def tools__2(**extra):
     return __sdk__('tools', {}, extra)
 
 
 @_tool
-def tools_(**extra: JSON) -> JSON:
+def tools_(**extra):
     return __sdk__('tools_', {}, extra)
 
 
 @_tool
-def tree_walk(*, root: TreeWalkInputNode | dict[str, JSON], **extra: JSON) -> TreeWalkOutput:
+def tree_walk(*, root, **extra):
     return __sdk__('tree_walk', {'root': root}, extra)
 
 
+_TOOL_NAMES = {
+    'annotate': 'annotate',
+    'anything': 'anything',
+    'class_': 'class',
+    'get_weather_v2': 'get-weather.v2',
+    'legacy_range': 'legacy_range',
+    'list_': 'list',
+    'log_event': 'log_event',
+    'mcp_server_very_long_segment_very_long_segment_very_long_segment_very_long_segment_very_long_segment_very_long_segment_xxxxxxxxx': 'mcp.server-very_long_segment.very_long_segment.very_long_segment.very_long_segment.very_long_segment.very_long_segment.xxxxxxxxx',
+    'now': 'now',
+    'odd': 'odd',
+    'pair': 'pair',
+    'patterned': 'patterned',
+    'pay': 'pay',
+    'search_flights': 'search_flights',
+    'set_status': 'set_status',
+    'tools__2': 'tools',
+    'tools_': 'tools_',
+    'tree_walk': 'tree_walk',
+}
+_TOOL_IDENTS = {name: ident for ident, name in _TOOL_NAMES.items()}
 tools = _Namespace('tools', (), {
     'annotate': annotate,
     'anything': anything,
@@ -297,4 +396,5 @@ tools = _Namespace('tools', (), {
     'tools__2': tools__2,
     'tools_': tools_,
     'tree_walk': tree_walk,
+    'call': staticmethod(_call),
 })

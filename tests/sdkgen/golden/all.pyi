@@ -21,6 +21,19 @@ def _tool(f: Callable[_P, _R]) -> _Tool[_P, _R]: ...
 def parallel(*thunks: Callable[[], Any]) -> list[Any]:
     """parallel(lambda: tools.a(x=1), lambda: tools.b()): one batch; results in order."""
 
+class CatalogHit(TypedDict):
+    name: str
+    ident: str
+    summary: str
+
+class catalog:
+    @staticmethod
+    def search(query: str, limit: int = 10) -> list[CatalogHit]:
+        """The visible tools that best match ``query`` (BM25), best first."""
+    @staticmethod
+    def describe(*idents: str) -> str:
+        """The typed stub of these tools (identifiers or original names)."""
+
 class AnnotateInputRecordMeta(TypedDict):
     source: NotRequired[str]
 class AnnotateInputRecord(TypedDict):
@@ -80,6 +93,9 @@ class TreeWalkOutput(TypedDict):
     visited: TreeWalkOutputCount
 
 class tools:
+    @staticmethod
+    def call(name: str, /, **arguments: Any) -> JSON:
+        """Call a tool by its original name (``tools.call("web-search", q="x")``)."""
     @_tool
     def annotate(*, record: AnnotateInputRecord | dict[str, JSON], label: str = ..., extra: int = ..., **extra_: JSON) -> AnnotateOutput:
         """Label a record; other keys are kept as they are.

@@ -17,6 +17,15 @@ class ToolCallError(Exception):
         return f"{self.tool}: {self.code}: {self.message}"
 
 
+# Host operations sent as calls under names no tool can have (worker._messages checks
+# their arguments exactly: the host answers them without the pipeline).
+_SEARCH = "catalog:search"
+_DESCRIBE = "catalog:describe"
+_MAX_QUERY_CHARS = 1000
+_MAX_LIMIT = 50
+_MAX_DESCRIBE = 50
+
+
 class _Pending:
     """What a tool call returns while a ``parallel`` thunk is being recorded."""
 
@@ -69,6 +78,68 @@ def _invoke(tool: str, arguments: dict[str, Any], extra: dict[str, Any] | None =
         recorded.append((tool, sent, marker))
         return marker
     return _send([(tool, sent)])[0]
+
+
+def _call(name: str, /, **arguments: Any) -> Any:
+    """``tools.call(name, **arguments)``: a tool by its original name (or identifier), its
+    arguments under their original keys."""
+    if type(name) is not str:
+        raise TypeError("tools.call(name, **arguments): name must be a string")
+    if name not in _TOOL_IDENTS:
+        ident = name
+        name = _TOOL_NAMES.get(ident, "")
+        if not name:
+            raise ToolCallError(
+                ident, "UNKNOWN_TOOL", "no visible tool has this name; find tools with "
+                "catalog.search('what it does')"
+            )
+    return _invoke(name, {}, arguments)
+
+
+def _host(op: str, label: str, arguments: dict[str, Any]) -> Any:
+    if getattr(_recording, "calls", None) is not None:
+        raise TypeError(f"{label}() cannot be used inside a parallel() thunk")
+    try:
+        return _send([(op, arguments)])[0]
+    except ToolCallError as exc:
+        raise ToolCallError(label, exc.code, exc.message) from None
+
+
+class _Catalog:
+    """``catalog``: find the visible tools (``search``) and read their stubs (``describe``).
+    Each is a round trip to the host, which answers it without running anything."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise TypeError("catalog is read-only")
+
+    def __repr__(self) -> str:
+        return "<catalog: search(query, limit=10), describe(*idents)>"
+
+    def search(self, query: str, limit: int = 10) -> list[dict[str, str]]:
+        """The tools that best match ``query``, best first: ``{"name", "ident", "summary"}``."""
+        if type(query) is not str or not query.strip():
+            raise TypeError("catalog.search(query): query must be a non-empty string")
+        if len(query) > _MAX_QUERY_CHARS:
+            raise ValueError(f"catalog.search(): query longer than {_MAX_QUERY_CHARS} characters")
+        if type(limit) is not int or not 1 <= limit <= _MAX_LIMIT:
+            raise ValueError(f"catalog.search(): limit must be an int from 1 to {_MAX_LIMIT}")
+        return _host(_SEARCH, "catalog.search", {"query": query, "limit": limit})  # type: ignore[no-any-return]
+
+    def describe(self, *idents: Any) -> str:
+        """The typed stub (signature, types, docstring) of these tools, by identifier or
+        original name; ``describe(["a", "b"])`` works too."""
+        if len(idents) == 1 and isinstance(idents[0], list | tuple):
+            idents = tuple(idents[0])
+        if not idents or not all(type(i) is str and 0 < len(i) <= 256 for i in idents):
+            raise TypeError("catalog.describe(*idents): give tool identifiers (strings)")
+        if len(idents) > _MAX_DESCRIBE:
+            raise ValueError(f"catalog.describe(): at most {_MAX_DESCRIBE} tools at a time")
+        return _host(_DESCRIBE, "catalog.describe", {"idents": list(idents)})  # type: ignore[no-any-return]
+
+
+catalog = _Catalog()
 
 
 def _run_recorded(what: str, thunks: Sequence[object]) -> list[Any]:
@@ -181,18 +252,30 @@ class _Namespace(type):
 
     def __getattr__(cls, name: str) -> Any:
         names = sorted(k for k, v in vars(cls).items() if isinstance(v, _Tool))
-        raise AttributeError(f"no tool {name!r}; available: {', '.join(names) or 'none'}")
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        raise AttributeError(
+            f"no tool {name!r}; tools: {shown or 'none'} (find tools with catalog.search(...);"
+            " call one by its original name with tools.call('name', ...))"
+        )
 
 
 _tool = _Tool
 __sdk__ = _invoke
+# Filled by the generated part: identifier -> original name of every tool.
+_TOOL_NAMES: dict[str, str] = {}
+_TOOL_IDENTS: dict[str, str] = {}
 
 
 @_tool
-def set_status(*, status: Literal['open', 'closed', 'wontfix'], level: Literal[1, 2] = ...) -> SetStatusOutput:
+def set_status(*, status, level=...):
     return __sdk__('set_status', {'status': status, 'level': level})
 
 
+_TOOL_NAMES = {
+    'set_status': 'set_status',
+}
+_TOOL_IDENTS = {name: ident for ident, name in _TOOL_NAMES.items()}
 tools = _Namespace('tools', (), {
     'set_status': set_status,
+    'call': staticmethod(_call),
 })

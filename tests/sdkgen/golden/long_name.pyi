@@ -1,5 +1,5 @@
 # ptc SDK (representative set). Call tools.<name>(...); see docstrings.
-from typing import Any, Callable, Generic, ParamSpec, TypeAlias, TypeVar
+from typing import Any, Callable, Generic, ParamSpec, TypeAlias, TypeVar, TypedDict
 
 JSON: TypeAlias = dict[str, "JSON"] | list["JSON"] | str | int | float | bool | None
 _P = ParamSpec("_P")
@@ -21,7 +21,23 @@ def _tool(f: Callable[_P, _R]) -> _Tool[_P, _R]: ...
 def parallel(*thunks: Callable[[], Any]) -> list[Any]:
     """parallel(lambda: tools.a(x=1), lambda: tools.b()): one batch; results in order."""
 
+class CatalogHit(TypedDict):
+    name: str
+    ident: str
+    summary: str
+
+class catalog:
+    @staticmethod
+    def search(query: str, limit: int = 10) -> list[CatalogHit]:
+        """The visible tools that best match ``query`` (BM25), best first."""
+    @staticmethod
+    def describe(*idents: str) -> str:
+        """The typed stub of these tools (identifiers or original names)."""
+
 class tools:
+    @staticmethod
+    def call(name: str, /, **arguments: Any) -> JSON:
+        """Call a tool by its original name (``tools.call("web-search", q="x")``)."""
     @_tool
     def mcp_server_very_long_segment_very_long_segment_very_long_segment_very_long_segment_very_long_segment_very_long_segment_xxxxxxxxx(*, q: str = ...) -> JSON:
         """A 128-character name (MCP's limit)."""
