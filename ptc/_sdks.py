@@ -234,7 +234,8 @@ class SdkBuilder:
                 prelude=request.full,
             )
         except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for it
-            logger.exception("SDK generation failed")
+            if not self._closed:  # a close abandons the build in progress: no news
+                logger.exception("SDK generation failed")
             future.set_exception(exc)
             return
         with self._lock:

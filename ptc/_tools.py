@@ -39,6 +39,7 @@ __all__ = (
 )
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")  # 128: MCP's limit
+"""Check names with ``NAME_PATTERN.fullmatch``: ``match`` accepts a trailing newline."""
 RESERVED_NAME = "run_code"
 
 Render: TypeAlias = Callable[[JSON], Sequence[ContentBlock]]
@@ -156,7 +157,7 @@ class ToolDefinition:
     is_async: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not NAME_PATTERN.match(self.name):
+        if not isinstance(self.name, str) or not NAME_PATTERN.fullmatch(self.name):
             raise DefinitionError(f"tool name {self.name!r} must match {NAME_PATTERN.pattern}")
         if not isinstance(self.description, str) or not self.description.strip():
             raise DefinitionError(f"tool {self.name!r}: description must be a non-blank string")

@@ -17,6 +17,7 @@ package wins).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -31,7 +32,7 @@ from ._fragment import TypeFragment
 from ._fragment_check import checked_fragment
 from ._types import ToolSpec
 
-__all__ = ("FragmentProcess",)
+__all__ = ("FragmentProcess", "GeneratorClosed")
 
 logger = logging.getLogger("sdkgen")
 
@@ -40,6 +41,13 @@ _BOOT: Final = (
     "from sdkgen._fragment_server import serve; serve(sys.argv[2] if len(sys.argv) > 2 else None)"
 )
 MAX_LINE: Final = 256 * 1024 * 1024
+
+
+class GeneratorClosed(RuntimeError):
+    """The generator was closed while it generated (the generation was abandoned)."""
+
+    def __init__(self) -> None:
+        super().__init__("the SDK generator was closed during the generation")
 
 
 class FragmentProcess:
@@ -81,9 +89,13 @@ class FragmentProcess:
                 line = process.stdout.readline(MAX_LINE)
                 reply = json.loads(line) if line else None
             except (OSError, ValueError, RecursionError) as exc:
+                if self._closed:
+                    raise GeneratorClosed from exc
                 logger.warning("the SDK fragment helper failed (%s); generating in-process", exc)
                 self._stop()
                 return None
+            if self._closed:  # close() killed the helper under this request
+                raise GeneratorClosed
         if type(reply) is not dict or reply.get("ok") is not True:
             why = reply.get("error") if isinstance(reply, dict) else "it exited"
             logger.warning("the SDK fragment helper could not generate (%s)", why)
@@ -103,10 +115,20 @@ class FragmentProcess:
         return process is not None and process.poll() is None
 
     def close(self) -> None:
-        """Stop the helper (closing its stdin; killed if it lingers). Idempotent."""
-        with self._lock:
-            self._closed = True
+        """Stop the helper (closing its stdin; killed if it lingers). Idempotent. A
+        request in progress is not waited for: the helper is killed under it, and that
+        :meth:`fragments` raises :class:`GeneratorClosed` (no in-process fallback)."""
+        self._closed = True
+        if not self._lock.acquire(blocking=False):
+            process = self._process
+            if process is not None:
+                with contextlib.suppress(OSError):
+                    process.kill()  # its reader sees EOF at once
+            self._lock.acquire()
+        try:
             self._stop()
+        finally:
+            self._lock.release()
 
     def _started(self) -> subprocess.Popen[bytes]:
         process = self._process

@@ -11,6 +11,8 @@ import ast
 import re
 
 _SPACE = re.compile(r"\s+")
+_QUOTE_RUNS = re.compile(r'"{3,}')
+_TRAILING_QUOTES = re.compile(r'"+$')
 
 
 def one_line(text: str) -> str:
@@ -28,15 +30,23 @@ def printable(text: str) -> str:
 
 
 def docstring(lines: list[str], indent: str) -> str:
-    """A triple-quoted docstring; ``lines`` are kept, with quotes, backslashes and
-    non-printable characters escaped (the docstring's value is the original text)."""
-    escaped = [printable(line.replace("\\", "\\\\")).replace('"""', '\\"\\"\\"') for line in lines]
-    if len(escaped) == 1:
-        if escaped[0].endswith('"'):
-            escaped[0] = escaped[0][:-1] + '\\"'
-        return f'{indent}"""{escaped[0]}"""\n'
-    body = "".join(f"{indent}{line}\n" if line else "\n" for line in escaped[1:])
-    return f'{indent}"""{escaped[0]}\n{body}{indent}"""\n'
+    """A triple-quoted docstring whose value is ``lines`` (joined, indented), whatever they
+    hold: backslashes, quotes and non-printable characters are escaped."""
+    escaped = "\n".join(printable(line.replace("\\", "\\\\")) for line in lines)
+    # Inside '''"""''' only three quotes in a row end the string, or, on one line, a quote
+    # just before the closing ones: escape each quote of such a run (it is still a quote).
+    if len(lines) == 1:
+        escaped = _TRAILING_QUOTES.sub(_escape_quotes, escaped)
+    escaped = _QUOTE_RUNS.sub(_escape_quotes, escaped)
+    first, *rest = escaped.split("\n")
+    if not rest:
+        return f'{indent}"""{first}"""\n'
+    body = "".join(f"{indent}{line}\n" if line else "\n" for line in rest)
+    return f'{indent}"""{first}\n{body}{indent}"""\n'
+
+
+def _escape_quotes(run: re.Match[str]) -> str:
+    return '\\"' * len(run.group())
 
 
 def comment(text: str) -> str:

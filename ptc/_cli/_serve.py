@@ -9,14 +9,19 @@ mounted) exit with status 2 and one line on stderr; stdout belongs to the protoc
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import math
 import shlex
+import signal
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
 from worker import Containment
 
+from .._errors import ConfigurationError, UsageError
 from .._layers import MODES, PROFILES
 from .._runtime import ToolRuntime
 from ._common import CliError, add_require, call_tools_func, containment, load_tools
@@ -44,6 +49,20 @@ def add_parser(sub: Any) -> None:
     add_require(serve)
     serve.add_argument("--http", metavar="HOST:PORT",
                        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+    serve.add_argument("--token-file", metavar="FILE",
+                       help="with --http: clients must send this file's token as a bearer token"
+                            " (required off loopback)")
+    serve.add_argument("--allow-host", action="append", default=[], metavar="HOST[:PORT]",
+                       help="with --http: a Host header value clients use (repeatable;"
+                            " required off loopback)")
+    serve.add_argument("--no-auth", action="store_true",
+                       help="with --http off loopback: serve without a token (anyone who"
+                            " reaches the port can run programs)")
+    serve.add_argument("--mount-timeout", type=_seconds, default=60.0, metavar="S",
+                       help="each call of a mounted server times out after S seconds (default 60)")
+    serve.add_argument("--max-runs", type=_count, default=None, metavar="N",
+                       help="run_code runs at once (default: from the CPUs and memory);"
+                            " four times as many may wait, the rest are told the server is busy")
 
 
 def parse_host_port(text: str) -> tuple[str, int]:
@@ -55,22 +74,132 @@ def parse_host_port(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What ``ptc serve`` was asked to do, checked before anything starts."""
+
+    tools: Any
+    commands: list[list[str]]
+    urls: list[str]
+    mode: Any
+    profile: Any
+    endpoint: tuple[str, int] | None
+    token: Any  # a ptc.mcp.BearerToken, for --token-file
+    allowed_hosts: list[str]
+    no_auth: bool
+    mount_timeout: float
+    max_runs: int | None
+    required: Containment | None  # --require
+
+
 def main(args: argparse.Namespace) -> int:
     try:
-        endpoint = parse_host_port(args.http) if args.http else None
-        commands = [_command(line) for line in args.mount_stdio]
-        required = containment(args.require)
-        tools = load_tools(args.tools) if args.tools else None
-        anyio.run(
-            _serve, tools, commands, list(args.mount_http), args.mode, args.profile, required,
-            endpoint,
-        )  # fmt: skip
+        plan = _plan(args)
+        stopped_by = anyio.run(_serve_until_signal, plan)
     except CliError as exc:
         print(f"ptc serve: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
-    return 0
+    return 128 + stopped_by if stopped_by else 0
+
+
+async def _serve_until_signal(plan: _Plan) -> int | None:
+    """Serve until done, or until SIGINT or SIGTERM (``docker stop``): then serving is
+    cancelled, the runtime closes in order (mounted servers and workers stopped, scratch
+    removed) and the signal's number is returned. A second signal during the close is
+    Python's default: an immediate ``KeyboardInterrupt``.
+
+    The signals are taken here, not left to asyncio's default Ctrl-C handling, which only
+    cancels the main task natively; a cancellation anyio delivers itself cannot be lost."""
+    stopped_by: list[int] = []
+    failed: list[CliError] = []
+    stop = anyio.CancelScope()  # around the serving only: the close is never cancelled
+    async with anyio.create_task_group() as group:
+
+        async def stop_on_signal() -> None:
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for signum in signals:
+                    stopped_by.append(signum)
+                    stop.cancel()
+                    return
+
+        group.start_soon(stop_on_signal)
+        try:
+            await _serve(plan, stop)
+        except CliError as exc:  # one line on stderr, not an exception group
+            failed.append(exc)
+        finally:
+            group.cancel_scope.cancel()
+    if failed:
+        raise failed[0]
+    return stopped_by[0] if stopped_by else None
+
+
+def _plan(args: argparse.Namespace) -> _Plan:
+    endpoint = parse_host_port(args.http) if args.http else None
+    given = {"--token-file": args.token_file, "--allow-host": args.allow_host,
+             "--no-auth": args.no_auth}  # fmt: skip
+    http_only = [flag for flag, value in given.items() if value]
+    token = None
+    if endpoint is None and http_only:
+        raise CliError(f"{', '.join(http_only)} apply to --http only")
+    if args.no_auth and args.token_file:
+        raise CliError("--no-auth and --token-file contradict each other")
+    if endpoint is not None:
+        from .. import mcp as ptc_mcp  # only serving needs the MCP SDK
+
+        if args.token_file:
+            try:
+                token = ptc_mcp.BearerToken.from_file(args.token_file)
+            except (ConfigurationError, UsageError) as exc:
+                raise CliError(f"--token-file: {exc}") from exc
+        missing = [flag for flag, given in (("--token-file FILE", token is not None),
+                   ("--allow-host HOST", bool(args.allow_host))) if not given]  # fmt: skip
+        if not _loopback(endpoint[0]) and not args.no_auth and missing:
+            raise CliError(
+                f"--http {args.http}: not a loopback address, so anyone who reaches the port"
+                f" could run programs; give {' and '.join(missing)} (or --no-auth to accept that)"
+            )
+    return _Plan(
+        tools=load_tools(args.tools) if args.tools else None,
+        commands=[_command(line) for line in args.mount_stdio],
+        urls=list(args.mount_http),
+        mode=args.mode,
+        profile=args.profile,
+        endpoint=endpoint,
+        token=token,
+        allowed_hosts=list(args.allow_host),
+        no_auth=args.no_auth,
+        mount_timeout=args.mount_timeout,
+        max_runs=args.max_runs,
+        required=containment(args.require),
+    )
+
+
+def _loopback(host: str) -> bool:
+    """As ``ptc.mcp.serve`` decides whether an address needs a token (checked here first,
+    so a refused setting fails before any server is mounted)."""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"wants a positive number of seconds, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"wants a whole number of at least 1, got {text!r}")
+    return int(text)
 
 
 def _command(line: str) -> list[str]:
@@ -83,50 +212,62 @@ def _command(line: str) -> list[str]:
     return words
 
 
-async def _serve(
-    tools: Any,
-    commands: list[list[str]],
-    urls: list[str],
-    mode: Any,
-    profile: Any,
-    required: Containment | None,
-    endpoint: tuple[str, int] | None,
-) -> None:
+async def _serve(plan: _Plan, stop: anyio.CancelScope) -> None:
+    async with ToolRuntime(profile=plan.profile, containment=plan.required) as runtime:
+        with stop:
+            await _serve_in(runtime, plan)
+
+
+async def _serve_in(runtime: ToolRuntime, plan: _Plan) -> None:
     from .. import mcp as ptc_mcp  # only `ptc serve` needs the MCP SDK
 
-    async with ToolRuntime(profile=profile, containment=required) as runtime:
-        if tools is not None:
-            await call_tools_func(tools, runtime)
-        scope = runtime.scope("serve")
-        scope.present_as(mode)
-        servers: list[ptc_mcp.StdioServer | ptc_mcp.HttpServer] = [
-            ptc_mcp.stdio(*words) for words in commands
-        ]
-        servers += [ptc_mcp.http(url) for url in urls]
-        for server in servers:
-            try:
-                await ptc_mcp.mount(scope, server)
-            except ptc_mcp.MountError as exc:  # its message names the server
-                raise CliError(str(exc)) from exc
-            except ValueError as exc:
-                raise CliError(f"cannot mount {server.label!r}: {exc}") from exc
-        await scope.prepare()
-        listed = len(scope.model_tools())
-        natives = len(scope.view().visible) - (mode != "native")
-        what = f"{natives} tools in {mode} mode ({listed} listed)"
-        if endpoint is None:
-            _say(f"serving {what} over stdio")
-            await ptc_mcp.serve(scope)
-        else:
-            host, port = endpoint
+    if plan.tools is not None:
+        await call_tools_func(plan.tools, runtime)
+    scope = runtime.scope("serve")
+    scope.present_as(plan.mode)
+    servers: list[ptc_mcp.StdioServer | ptc_mcp.HttpServer] = [
+        ptc_mcp.stdio(*words) for words in plan.commands
+    ]
+    servers += [ptc_mcp.http(url) for url in plan.urls]
+    for server in servers:
+        try:
+            await ptc_mcp.mount(scope, server, timeout_seconds=plan.mount_timeout)
+        except ptc_mcp.MountError as exc:  # its message names the server
+            raise CliError(str(exc)) from exc
+        except ValueError as exc:
+            raise CliError(f"cannot mount {server.label!r}: {exc}") from exc
+    await scope.prepare()
+    listed = len(scope.model_tools())
+    natives = len(scope.view().visible) - (plan.mode != "native")
+    what = f"{natives} tools in {plan.mode} mode ({listed} listed)"
+    if plan.endpoint is None:
+        _say(f"serving {what} over stdio")
+        await ptc_mcp.serve(scope, max_concurrent_runs=plan.max_runs)
+        return
+    host, port = plan.endpoint
 
-            def ready(url: str) -> None:
-                _say(f"serving {what} over streamable HTTP at {url}")
+    def ready(url: str) -> None:
+        _say(f"serving {what} over streamable HTTP at {url}")
+        if plan.no_auth:
+            _say(
+                f"WARNING: --no-auth: anyone who reaches {url} can run programs and call"
+                " every tool of this scope"
+            )
 
-            try:
-                await ptc_mcp.serve(scope, "streamable-http", host=host, port=port, ready=ready)
-            except OSError as exc:
-                raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    try:
+        await ptc_mcp.serve(
+            scope,
+            "streamable-http",
+            host=host,
+            port=port,
+            ready=ready,
+            auth=plan.token,
+            allowed_hosts=plan.allowed_hosts,
+            insecure_no_auth=plan.no_auth,
+            max_concurrent_runs=plan.max_runs,
+        )
+    except OSError as exc:
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
 
 
 def _say(line: str) -> None:

@@ -45,6 +45,7 @@ __all__ = (
     "pointer",
     "reference_problems",
     "shape_problems",
+    "size_problem",
 )
 
 MAX_SCHEMA_DEPTH = 64
@@ -96,9 +97,27 @@ def dialect_of(schema: Mapping[str, Any]) -> tuple[str, Problem | None]:
 # --- shape and limits -------------------------------------------------------------------
 
 
+def size_problem(schema: object) -> Problem | None:
+    """The problem of a schema larger than :data:`MAX_SCHEMA_BYTES`, or ``None`` (also for
+    one that is not JSON or too deep to serialise: :func:`shape_problems` says why).
+
+    Measured by the C serialiser before anything walks the schema in Python, so a huge
+    schema costs milliseconds to refuse, not seconds."""
+    try:
+        text = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):
+        return None
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_SCHEMA_BYTES:
+        return ((), f"{size} bytes as JSON; the limit is {MAX_SCHEMA_BYTES}")
+    return None
+
+
 def shape_problems(schema: object) -> list[Problem]:
     """Problems that make ``schema`` unsafe to walk or validate with: not plain JSON,
     deeper than :data:`MAX_SCHEMA_DEPTH`, larger than :data:`MAX_SCHEMA_BYTES`."""
+    if (too_large := size_problem(schema)) is not None:
+        return [too_large]
     problems: list[Problem] = []
     stack: list[tuple[object, Path]] = [(schema, ())]
     while stack:
@@ -119,13 +138,7 @@ def shape_problems(schema: object) -> list[Problem]:
             problems.append((path, f"{node!r} is not a JSON number"))
         elif not (node is None or isinstance(node, str | int | float)):
             problems.append((path, f"a {type(node).__name__} is not a JSON value"))
-    if problems:
-        return problems
-    text = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
-    size = len(text.encode("utf-8", "surrogatepass"))
-    if size > MAX_SCHEMA_BYTES:
-        return [((), f"{size} bytes as JSON; the limit is {MAX_SCHEMA_BYTES}")]
-    return []
+    return problems
 
 
 # --- references -------------------------------------------------------------------------

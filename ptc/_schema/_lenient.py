@@ -41,7 +41,7 @@ from typing import Any
 
 from .._errors import SchemaError
 from .._json import JSON
-from ._checks import MAX_SCHEMA_DEPTH, Path, dialect_of, format_path
+from ._checks import MAX_SCHEMA_DEPTH, Path, dialect_of, format_path, size_problem
 from ._type_names import ANY, SET_NAMES, STANDARD_TYPES, intended_type
 
 __all__ = ("lenient_schema",)
@@ -64,9 +64,12 @@ def lenient_schema(schema: Mapping[str, Any]) -> tuple[dict[str, JSON], tuple[st
     change, each starting with the JSON path it applies to (``$.properties.a.type: "float"
     -> "number"``). ``schema`` itself is not changed; a schema that needs no rewrite comes
     back equal, with no notes. Raises :class:`ptc.SchemaError` when ``schema`` is not an
-    object or is nested deeper than ptc accepts."""
+    object, is larger or is nested deeper than ptc accepts (checked before any rewrite: a
+    rewrite never makes a schema acceptable that is too large)."""
     if not isinstance(schema, Mapping):
         raise SchemaError([f"$: a JSON Schema must be an object, got {type(schema).__name__}"])
+    if (too_large := size_problem(schema)) is not None:
+        raise SchemaError([f"${format_path(too_large[0])}: {too_large[1]}"])
     rewriter = _Rewriter()
     copy = rewriter.plain(schema, ())
     assert isinstance(copy, dict)

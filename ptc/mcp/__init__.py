@@ -18,10 +18,11 @@ Importing ``ptc`` never imports this module.
 """
 
 from ._convert import BadSchemaPolicy as BadSchemaPolicy
+from ._http_auth import BearerToken as BearerToken
+from ._listen import Transport as Transport
+from ._listen import serve as serve
 from ._mount import Mount as Mount
 from ._mount import mount as mount
-from ._serve import Transport as Transport
-from ._serve import serve as serve
 from ._serve import server as server
 from ._servers import HttpServer as HttpServer
 from ._servers import MountError as MountError
@@ -31,6 +32,7 @@ from ._servers import stdio as stdio
 
 __all__ = (
     "BadSchemaPolicy",
+    "BearerToken",
     "HttpServer",
     "Mount",
     "MountError",

@@ -116,14 +116,24 @@ def build_definition(
             raise
         if on_bad_schema == "skip" or not isinstance(exc, ptc.SchemaError):
             return Built(None, problem=str(exc))
-    # "lenient": rewrite what lenient_schema knows, then try once more.
-    inputs, input_notes = ptc.lenient_schema(input_schema)
+    # "lenient": rewrite what lenient_schema knows, then try once more. (A schema too
+    # large is refused by lenient_schema before it rewrites anything.)
+    inputs, input_notes = _lenient(input_schema, f"tool {name!r}: inputSchema")
     notes = [f"inputSchema: {note}" for note in input_notes]
     outputs: Mapping[str, ptc.JSON] = output_schema
     if structured:
-        outputs, output_notes = ptc.lenient_schema(output_schema)
+        outputs, output_notes = _lenient(output_schema, f"tool {name!r}: outputSchema")
         notes += [f"outputSchema: {note}" for note in output_notes]
     return Built(define(inputs, outputs), tuple(notes))
+
+
+def _lenient(
+    schema: Mapping[str, ptc.JSON], where: str
+) -> tuple[Mapping[str, ptc.JSON], tuple[str, ...]]:
+    try:
+        return ptc.lenient_schema(schema)
+    except ptc.SchemaError as exc:
+        raise ptc.SchemaError([f"{where}: {problem}" for problem in exc.problems]) from exc
 
 
 # -- MCP result -> ptc body value --------------------------------------------------------
@@ -197,4 +207,3 @@ def _content_block(block: Mapping[str, ptc.JSON]) -> types.ContentBlock:
     except ValidationError:
         # A host render made a block MCP has no type for: send it as its JSON text.
         return types.TextContent(type="text", text=json.dumps(plain_json(block)))
-

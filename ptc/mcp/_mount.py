@@ -19,6 +19,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import mcp.types as types
 from anyio.abc import TaskStatus
 from mcp import ClientSession, MCPError
@@ -34,9 +35,27 @@ from ._convert import (
     plain_json,
     tool_return,
 )
-from ._servers import HttpServer, MountError, StdioServer, transport
+from ._servers import HttpServer, MountError, StdioServer, connection
+from ._wire import REFUSED, REFUSED_PREFIX, REFUSED_SCHEMA, Exchange, ReplyLimits
 
-__all__ = ("Mount", "mount")
+__all__ = (
+    "DEFAULT_MAX_REPLY_BLOCKS",
+    "DEFAULT_MAX_REPLY_BYTES",
+    "DEFAULT_MAX_TOOLS",
+    "DEFAULT_TIMEOUT_SECONDS",
+    "Mount",
+    "mount",
+)
+
+DEFAULT_TIMEOUT_SECONDS = 60.0
+"""A mounted call's default ``timeout_seconds``: a server that never answers costs a minute."""
+DEFAULT_MAX_REPLY_BYTES = 4 << 20
+"""One reply's bytes on the wire (~1M tokens of text: more than a model's context; the
+SDK's own limit on a request to a server is the same 4 MiB)."""
+DEFAULT_MAX_REPLY_BLOCKS = 1000
+"""One reply's content blocks."""
+DEFAULT_MAX_TOOLS = 1000
+"""Tools one server may list (each costs the host a definition and the SDK a fragment)."""
 
 _MAX_PAGES = 1000
 _PREFIX = re.compile(r"[A-Za-z0-9_.-]*")
@@ -48,18 +67,24 @@ async def mount(
     server: StdioServer | HttpServer,
     *,
     prefix: str = "",
-    timeout_seconds: float | None = None,
+    timeout_seconds: float | None = DEFAULT_TIMEOUT_SECONDS,
     on_bad_schema: BadSchemaPolicy = "raise",
     connect_timeout_seconds: float = 30,
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
+    max_reply_blocks: int = DEFAULT_MAX_REPLY_BLOCKS,
+    max_tools: int = DEFAULT_MAX_TOOLS,
 ) -> Mount:
     """Connect to ``server``, list its tools and register them in ``scope``'s own layer.
 
     Names are ``prefix`` + the MCP name; one that is already visible in ``scope`` is a
     ``ValueError`` naming both. ``timeout_seconds`` is each call's ``timeout_seconds``
-    (``TIMEOUT``); ``connect_timeout_seconds`` bounds start, handshake and listing.
-    ``on_bad_schema``: see :func:`ptc.mcp._convert.build_definition`. The mount closes with
-    the runtime, or earlier with ``await mount.aclose()``. Raises :class:`MountError` when
-    the server cannot be started, reached or listed. The runtime must be entered.
+    (``TIMEOUT``; ``None``: no limit); ``connect_timeout_seconds`` bounds start, handshake
+    and listing. A reply over ``max_reply_bytes`` or ``max_reply_blocks`` fails its call
+    (``TOOL_ERROR`` saying which limit); a server listing more than ``max_tools`` tools is a
+    :class:`MountError`. ``on_bad_schema``: see :func:`ptc.mcp._convert.build_definition`.
+    The mount closes with the runtime, or earlier with ``await mount.aclose()``. Raises
+    :class:`MountError` when the server cannot be started, reached or listed. The runtime
+    must be entered.
     """
     if not isinstance(scope, ptc.Scope):
         raise ptc.UsageError("mount() takes a ptc.Scope (runtime.root or runtime.scope(...))")
@@ -81,7 +106,17 @@ async def mount(
             raise ptc.UsageError(f"{label} must be a number")
         if not (math.isfinite(value) and value > 0):
             raise ptc.ConfigurationError(f"{label} must be positive and finite, got {value!r}")
-    mounted = Mount(scope, server, prefix, timeout_seconds, on_bad_schema)
+    for label, count in (
+        ("max_reply_bytes", max_reply_bytes),
+        ("max_reply_blocks", max_reply_blocks),
+        ("max_tools", max_tools),
+    ):
+        if isinstance(count, bool) or not isinstance(count, int):
+            raise ptc.UsageError(f"{label} must be an int")
+        if count < 1:
+            raise ptc.ConfigurationError(f"{label} must be at least 1, got {count!r}")
+    limits = ReplyLimits(max_reply_bytes, max_reply_blocks, max_tools)
+    mounted = Mount(scope, server, prefix, timeout_seconds, on_bad_schema, limits, max_tools)
     await mounted.connect(connect_timeout_seconds)
     return mounted
 
@@ -96,12 +131,16 @@ class Mount:
         prefix: str,
         timeout_seconds: float | None,
         on_bad_schema: BadSchemaPolicy,
+        limits: ReplyLimits,
+        max_tools: int,
     ) -> None:
         self._scope = scope
         self._server = server
         self._prefix = prefix
         self._timeout = timeout_seconds
         self._policy = on_bad_schema
+        self._limits = limits
+        self._max_tools = max_tools
         self._session: ClientSession | None = None
         self._server_info: types.Implementation | None = None
         self._lost: str | None = None
@@ -171,7 +210,7 @@ class Mount:
         except Exception as exc:
             raise MountError(f"MCP server {self._server.label!r}: {_describe(exc)}") from exc
         try:
-            self._install(tools, strict=True)
+            await self._install(tools, strict=True)
         except BaseException:
             await self.aclose()
             raise
@@ -200,13 +239,15 @@ class Mount:
         self._task_started = True
         try:
             async with AsyncExitStack() as stack:
-                read, write = await stack.enter_async_context(transport(self._server))
+                read, write = await stack.enter_async_context(
+                    connection(self._server, Exchange(self._limits), self._on_lost)
+                )
                 session = await stack.enter_async_context(
                     ClientSession(read, write, message_handler=self._on_message)
                 )
                 result = await session.initialize()
                 self._server_info = result.server_info
-                tools = await _list_tools(session)
+                tools = await _list_tools(session, self._max_tools)
                 self._session = session
                 task_status.started(tools)
                 started = True
@@ -225,6 +266,11 @@ class Mount:
             self._lost = self._lost or "the connection is closed"
             self._stopped.set()
 
+    def _on_lost(self, reason: str) -> None:
+        if self._lost is None:
+            self._lost = reason
+            logger.warning("MCP server %r is lost: %s", self._server.label, reason)
+
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             self._relist.set()
@@ -238,7 +284,7 @@ class Mount:
             self._relist = anyio.Event()
             try:
                 with anyio.fail_after(30):
-                    tools = await _list_tools(session)
+                    tools = await _list_tools(session, self._max_tools)
             except Exception as exc:
                 logger.warning(
                     "MCP server %r announced a new tool list but listing it failed: %s",
@@ -249,7 +295,7 @@ class Mount:
             if self._closed or self._scope.closed:
                 return
             try:
-                self._install(tools, strict=False)
+                await self._install(tools, strict=False)
             except Exception:  # keep the connection and the tools registered so far
                 logger.exception(
                     "MCP server %r: re-registering its tools failed", self._server.label
@@ -257,14 +303,38 @@ class Mount:
 
     # -- registration -----------------------------------------------------------------------
 
-    def _install(self, tools: list[types.Tool], *, strict: bool) -> None:
+    async def _install(self, tools: list[types.Tool], *, strict: bool) -> None:
         """Register ``tools`` in place of the current ones, as one ``tools/change``.
 
         ``strict`` (at mount): problems raise. Otherwise (``list_changed``) a tool with a
-        problem is left out, listed in :attr:`skipped` and logged.
+        problem is left out, listed in :attr:`skipped` and logged. The definitions are
+        built (schemas checked, validators compiled) in a worker thread: a long list of
+        large schemas does not stall the event loop.
         """
-        policy: BadSchemaPolicy = self._policy if strict or self._policy != "raise" else "skip"
         visible = self._scope.view().visible
+        definitions, skipped, notes = await anyio.to_thread.run_sync(
+            self._build, tools, strict, visible
+        )
+        for mcp_name, why in skipped.items():
+            if not strict:
+                logger.warning("MCP server %r: left out %r: %s", self._server.label, mcp_name, why)
+        registered: dict[str, ptc.Disposer] = {}
+        with self._scope.batch():
+            self._unregister()
+            try:
+                for definition in definitions:
+                    registered[definition.name] = self._scope.register(definition)
+            except BaseException:
+                for dispose in registered.values():
+                    dispose()
+                raise
+        self._registered, self._skipped, self._notes = registered, skipped, notes
+
+    def _build(
+        self, tools: list[types.Tool], strict: bool, visible: Mapping[str, ptc.ToolDefinition]
+    ) -> tuple[list[ptc.ToolDefinition], dict[str, str], dict[str, tuple[str, ...]]]:
+        """The definitions of ``tools``, and those left out (see :meth:`_install`)."""
+        policy: BadSchemaPolicy = self._policy if strict or self._policy != "raise" else "skip"
         definitions: list[ptc.ToolDefinition] = []
         skipped: dict[str, str] = {}
         notes: dict[str, tuple[str, ...]] = {}
@@ -289,6 +359,19 @@ class Mount:
                     raise ptc.ScopeError(clash)
                 skipped[tool.name] = clash
                 continue
+            refused = [
+                f"tool {name!r}: {key}: {schema[REFUSED_SCHEMA]}"
+                for key, schema in (
+                    ("inputSchema", tool.input_schema),
+                    ("outputSchema", tool.output_schema),
+                )
+                if schema is not None and REFUSED_SCHEMA in schema
+            ]
+            if refused:  # a schema the wire could not carry (see parse_message)
+                if strict and policy != "skip":
+                    raise ptc.SchemaError(refused)
+                skipped[tool.name] = str(ptc.SchemaError(refused))
+                continue
             try:
                 built = build_definition(
                     tool,
@@ -309,20 +392,7 @@ class Mount:
             definitions.append(built.definition)
             if built.notes:
                 notes[name] = built.notes
-        for mcp_name, why in skipped.items():
-            if not strict:
-                logger.warning("MCP server %r: left out %r: %s", self._server.label, mcp_name, why)
-        registered: dict[str, ptc.Disposer] = {}
-        with self._scope.batch():
-            self._unregister()
-            try:
-                for definition in definitions:
-                    registered[definition.name] = self._scope.register(definition)
-            except BaseException:
-                for dispose in registered.values():
-                    dispose()
-                raise
-        self._registered, self._skipped, self._notes = registered, skipped, notes
+        return definitions, skipped, notes
 
     def _unregister(self) -> None:
         registered, self._registered = self._registered, {}
@@ -355,9 +425,14 @@ class Mount:
             return await session.send_request(request, types.CallToolResult)
         except MCPError as exc:
             if exc.error.code == types.CONNECTION_CLOSED:
-                self._lost = "the server closed the connection"
+                self._lost = self._lost or "the server closed the connection"
                 raise ptc.ToolUnavailable(f"MCP server {label!r}: {self._lost}") from exc
             error = exc.error
+            if error.code == REFUSED and error.message.startswith(REFUSED_PREFIX):
+                raise RuntimeError(
+                    f"MCP server {label!r}: {error.message.removeprefix(REFUSED_PREFIX)}"
+                    " (limits: mount(max_reply_bytes=, max_reply_blocks=))"
+                ) from exc
             message = f"MCP server {label!r}: error {error.code}: {error.message}"
             raise RuntimeError(message) from exc
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
@@ -367,8 +442,9 @@ class Mount:
             raise RuntimeError(f"MCP server {label!r} returned an invalid result: {exc}") from exc
 
 
-async def _list_tools(session: ClientSession) -> list[types.Tool]:
-    """Every page of ``tools/list`` (a server that loops its cursor is an error)."""
+async def _list_tools(session: ClientSession, max_tools: int) -> list[types.Tool]:
+    """Every page of ``tools/list`` (a server that loops its cursor, or lists more than
+    ``max_tools`` tools, is an error)."""
     tools: list[types.Tool] = []
     cursor: str | None = None
     seen: set[str] = set()
@@ -376,6 +452,10 @@ async def _list_tools(session: ClientSession) -> list[types.Tool]:
         params = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
         page = await session.list_tools(params=params)
         tools.extend(page.tools)
+        if len(tools) > max_tools:
+            raise MountError(
+                f"the server lists more than {max_tools:,} tools (max_tools={max_tools:,})"
+            )
         cursor = page.next_cursor
         if cursor is None:
             return tools
@@ -391,6 +471,8 @@ def _describe(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     if isinstance(exc, MCPError) and exc.error.code == types.CONNECTION_CLOSED:
         return "the server closed the connection (did it exit? its stderr says why)"
+    if isinstance(exc, MCPError) and exc.error.code == REFUSED:
+        return exc.error.message.removeprefix(REFUSED_PREFIX)
     if isinstance(exc, FileNotFoundError):
         return f"command not found: {exc.filename or exc}"
     text = str(exc) or type(exc).__name__

@@ -14,40 +14,38 @@ from __future__ import annotations
 
 import logging
 import secrets
-import socket
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import anyio.lowlevel
 import mcp.types as types
-import uvicorn
 from anyio.abc import TaskGroup
 from mcp import MCPError
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
-from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 
 import ptc
 
-from ._convert import call_tool_result
+from ._admission import Admission, default_max_runs
+from ._convert import ERROR_META_KEY, call_tool_result
+from ._http_auth import DISCONNECTED
 
-__all__ = ("Transport", "serve", "server")
+__all__ = ("server",)
 
 logger = logging.getLogger("ptc.mcp")
 
-Transport = Literal["stdio", "streamable-http"]
-TRANSPORTS: tuple[Transport, ...] = ("stdio", "streamable-http")
 # The SDK tells a server neither when a handshake-era connection ends nor (always) fails a
 # notification to one that has: remember the most recent ones only, so a long-running HTTP
 # server does not keep every client it ever had.
 _MAX_SESSIONS = 1024
+_RUN_CODE = "run_code"  # the one tool whose calls are admitted (each starts a worker)
 
 
 @dataclass(eq=False)
@@ -77,16 +75,27 @@ class _PtcServer(Server[_Running]):
         )
 
 
-def server(scope: ptc.Scope, *, name: str | None = None) -> Server[Any]:
+def server(
+    scope: ptc.Scope,
+    *,
+    name: str | None = None,
+    max_concurrent_runs: int | None = None,
+    max_queued_runs: int | None = None,
+) -> Server[Any]:
     """An ``mcp.server.lowlevel.Server`` serving ``scope`` (see the module docstring).
 
     Run it as any low-level server (``server.run(...)``, ``server.streamable_http_app()``),
     or use :func:`serve`. A ``tools/change`` that affects the scope sends
     ``notifications/tools/list_changed`` (to handshake-era sessions, and to 2026-era
-    ``subscriptions/listen`` streams).
+    ``subscriptions/listen`` streams). At most ``max_concurrent_runs`` ``run_code`` calls
+    run at once (default: :func:`ptc.mcp._admission.default_max_runs`); up to
+    ``max_queued_runs`` more wait (default: four times as many); the rest are answered
+    at once with an ``isError`` result (``TOOL_UNAVAILABLE``, "busy"). A call whose HTTP
+    client disconnects is cancelled (its signal fires).
     """
     if not isinstance(scope, ptc.Scope):
         raise ptc.UsageError("server() takes a ptc.Scope")
+    admission = _admission(scope, max_concurrent_runs, max_queued_runs)
     bus = InMemorySubscriptionBus()
     chain = _chain(scope)
 
@@ -121,6 +130,9 @@ def server(scope: ptc.Scope, *, name: str | None = None) -> Server[Any]:
     ) -> types.CallToolResult:
         running = ctx.lifespan_context
         definition = scope.view().visible.get(params.name)
+        is_run = params.name == _RUN_CODE and definition is not None
+        if is_run and (busy := admission.reserve()) is not None:
+            return _refused(f"ptc serve is {busy}")
         signal = ptc.CancelSignal()
         outcome: list[ptc.ToolResult | BaseException] = []
         done = anyio.Event()
@@ -129,9 +141,10 @@ def server(scope: ptc.Scope, *, name: str | None = None) -> Server[Any]:
         async def run() -> None:
             try:
                 arguments = params.arguments or {}
-                outcome.append(
-                    await scope.call(params.name, arguments, call_id=call_id, signal=signal)
-                )
+                async with admission.slot(signal) if is_run else nullcontext():
+                    outcome.append(
+                        await scope.call(params.name, arguments, call_id=call_id, signal=signal)
+                    )
             except Exception as exc:  # a host bug; the pipeline never raises for tool failures
                 logger.exception("tools/call %r failed inside ptc", params.name)
                 outcome.append(exc)
@@ -139,17 +152,26 @@ def server(scope: ptc.Scope, *, name: str | None = None) -> Server[Any]:
                 running.signals.discard(signal)
                 done.set()
 
+        async def watch_client(gone: anyio.Event) -> None:
+            await gone.wait()
+            signal.cancel("the MCP client disconnected")
+
         running.signals.add(signal)
         dispose = _forward_output(scope, ctx, call_id) if params.name == "run_code" else None
         running.group.start_soon(run)
-        try:
-            await done.wait()
-        except anyio.get_cancelled_exc_class():
-            signal.cancel("cancelled by the MCP client")
-            raise
-        finally:
-            if dispose is not None:
-                dispose()
+        async with anyio.create_task_group() as watching:
+            gone = _disconnected(ctx)
+            if gone is not None:  # over HTTP: the client may go away without a word
+                watching.start_soon(watch_client, gone)
+            try:
+                await done.wait()
+            except anyio.get_cancelled_exc_class():
+                signal.cancel("cancelled by the MCP client")
+                raise
+            finally:
+                watching.cancel_scope.cancel()
+                if dispose is not None:
+                    dispose()
         result = outcome[0]
         if isinstance(result, BaseException):
             raise MCPError(types.INTERNAL_ERROR, f"ptc failed to run {params.name!r}: {result}")
@@ -176,67 +198,6 @@ def server(scope: ptc.Scope, *, name: str | None = None) -> Server[Any]:
     return served
 
 
-async def serve(
-    scope: ptc.Scope,
-    transport: Transport = "stdio",
-    *,
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    ready: Callable[[str], object] | None = None,
-) -> None:
-    """Serve ``scope`` until cancelled (or, on stdio, until the client closes stdin).
-
-    ``transport="streamable-http"`` listens on ``host:port`` (``port=0``: any free port)
-    at path ``/mcp``; ``ready(url)`` is called once it accepts connections.
-    """
-    if transport not in TRANSPORTS:
-        raise ptc.ConfigurationError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
-    served = server(scope)
-    if transport == "stdio":
-        async with stdio_server() as (read, write):
-            await served.run(read, write, served.create_initialization_options())
-        return
-    app = served.streamable_http_app(host=host)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(128)
-        bound_port = sock.getsockname()[1]
-        # A bounded graceful shutdown: open streams (a client's SSE GET) are closed after it.
-        config = uvicorn.Config(
-            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3
-        )
-        runner = uvicorn.Server(config)
-        stopped = anyio.Event()
-
-        async def run() -> None:
-            # Shielded: a cancelled serve() asks uvicorn to stop (below) instead of
-            # cancelling it mid-request, so sessions close and the lifespan ends in order.
-            with anyio.CancelScope(shield=True):
-                try:
-                    await runner.serve([sock])
-                finally:
-                    stopped.set()
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(run)
-            try:
-                # uvicorn exposes readiness only as a flag.
-                while not runner.started and not stopped.is_set():  # noqa: ASYNC110
-                    await anyio.sleep(0.01)
-                if ready is not None and runner.started:
-                    shown = f"[{host}]" if family == socket.AF_INET6 else host
-                    ready(f"http://{shown}:{bound_port}/mcp")
-                await stopped.wait()
-            except anyio.get_cancelled_exc_class():
-                runner.should_exit = True
-                raise
-    finally:
-        sock.close()
-
-
 async def _announce(running: _Running, bus: InMemorySubscriptionBus) -> None:
     """Tell every listener the tool list changed (one message per burst of changes)."""
     await anyio.lowlevel.checkpoint()
@@ -248,6 +209,40 @@ async def _announce(running: _Running, bus: InMemorySubscriptionBus) -> None:
         except Exception as exc:  # the client went away: forget it
             logger.debug("dropping an MCP session that cannot be notified: %s", exc)
             running.sessions.remove(session)
+
+
+def _admission(
+    scope: ptc.Scope, max_concurrent_runs: int | None, max_queued_runs: int | None
+) -> Admission:
+    for label, value, least in (
+        ("max_concurrent_runs", max_concurrent_runs, 1),
+        ("max_queued_runs", max_queued_runs, 0),
+    ):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ptc.UsageError(f"{label} must be an int")
+        if value < least:
+            raise ptc.ConfigurationError(f"{label} must be at least {least}, got {value!r}")
+    running = max_concurrent_runs or default_max_runs(scope.code_options()[2].memory_mib)
+    queued = max_queued_runs if max_queued_runs is not None else 4 * running
+    return Admission(running, queued)
+
+
+def _disconnected(ctx: ServerRequestContext[_Running]) -> anyio.Event | None:
+    """The event set when the call's HTTP client disconnects (``None`` off HTTP)."""
+    request_scope = getattr(ctx.request, "scope", None)
+    gone = request_scope.get(DISCONNECTED) if isinstance(request_scope, dict) else None
+    return gone if isinstance(gone, anyio.Event) else None
+
+
+def _refused(message: str) -> types.CallToolResult:
+    """An ``isError`` result for a call ptc did not run (``TOOL_UNAVAILABLE``)."""
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=f"Error: {message}")],
+        is_error=True,
+        _meta={ERROR_META_KEY: {"code": "TOOL_UNAVAILABLE", "message": message}},
+    )
 
 
 def _forward_output(

@@ -1,25 +1,31 @@
 """Where an MCP server is: started over stdio, or reached over streamable HTTP, and the
-SDK transport that connects to each."""
+transport that connects to each (ptc's own for stdio, the SDK's for HTTP with its response
+bodies bounded), behind :func:`ptc.mcp._wire.guarded`."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
-from collections.abc import AsyncIterator, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TextIO
 
-from mcp import StdioServerParameters, stdio_client
+import httpx2
 from mcp.client.streamable_http import streamable_http_client
 
-# The SDK's own HTTP client factory (its timeouts suit long SSE streams); it is not
-# re-exported from a public module, so it is imported from where it is defined.
-from mcp.shared._httpx_utils import create_mcp_http_client
+# The SDK's HTTP client timeouts (they suit long SSE streams); not re-exported from a
+# public module, so imported from where they are defined.
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
+from mcp.shared.message import SessionMessage
 
 import ptc
 
-__all__ = ("HttpServer", "MountError", "StdioServer", "http", "stdio", "transport")
+from ._stdio import stdio_transport
+from ._wire import Exchange, ReadStream, WriteStream, guarded
+
+__all__ = ("HttpServer", "MountError", "StdioServer", "connection", "http", "stdio")
 
 
 class MountError(ptc.PtcError, ConnectionError):
@@ -78,21 +84,102 @@ def http(url: str, *, headers: Mapping[str, str] | None = None) -> HttpServer:
     return HttpServer(url, headers)
 
 
-def transport(server: StdioServer | HttpServer) -> AbstractAsyncContextManager[tuple[Any, Any]]:
-    """The SDK transport for ``server``: ``(read, write)`` streams for a ``ClientSession``."""
-    if isinstance(server, StdioServer):
-        params = StdioServerParameters(
-            command=server.command,
-            args=list(server.args),
-            env=dict(server.env) if server.env is not None else None,
-            cwd=server.cwd,
-        )
-        return stdio_client(params, errlog=server.stderr or sys.stderr)
-    return _http_transport(server)
-
-
 @asynccontextmanager
-async def _http_transport(server: HttpServer) -> AsyncIterator[tuple[Any, Any]]:
-    client = create_mcp_http_client(headers=dict(server.headers) if server.headers else None)
-    async with client, streamable_http_client(server.url, http_client=client) as streams:
-        yield streams
+async def connection(
+    server: StdioServer | HttpServer, exchange: Exchange, lost: Callable[[str], None]
+) -> AsyncIterator[tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]]:
+    """``(read, write)`` streams for a ``ClientSession`` with ``server``, every message
+    passing :func:`ptc.mcp._wire.guarded`. ``lost(reason)``: the stdio transport gave up
+    on the server's output (the session then sees the connection end)."""
+    async with AsyncExitStack() as stack:
+        streams: tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]
+        if isinstance(server, StdioServer):
+            streams = await stack.enter_async_context(
+                stdio_transport(
+                    server.command,
+                    list(server.args),
+                    env=dict(server.env) if server.env is not None else None,
+                    cwd=server.cwd,
+                    errlog=server.stderr or sys.stderr,
+                    exchange=exchange,
+                    lost=lost,
+                )
+            )
+        else:
+            client = httpx2.AsyncClient(
+                headers=dict(server.headers) if server.headers else None,
+                # The SDK's defaults: 30 s to connect or write, 300 s to read (SSE streams).
+                timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
+                transport=_CappedTransport(httpx2.AsyncHTTPTransport(), exchange),
+            )
+            await stack.enter_async_context(client)
+            streams = await stack.enter_async_context(
+                # Per-event SSE bound: the largest message; a call's whole reply stream is
+                # bounded by _CappedTransport.
+                streamable_http_client(
+                    server.url, http_client=client, max_sse_event_size=exchange.limit(None)
+                )
+            )
+        yield await stack.enter_async_context(guarded(*streams, exchange))
+
+
+class _TooLarge(httpx2.SSEError, httpx2.StreamError):
+    """A response body over its limit. Both an ``SSEError`` and a ``StreamError``: the SDK's
+    HTTP transport turns either into an error reply for the request (naming this text)."""
+
+
+class _CappedTransport(httpx2.AsyncBaseTransport):
+    """An HTTP transport whose response bodies are bounded: a ``tools/call`` POST's at
+    ``max_reply_bytes``, any other POST's at the largest message; a GET (the server's
+    notification stream) only per SSE event, by the SDK."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport, exchange: Exchange) -> None:
+        self._inner = inner
+        self._exchange = exchange
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        if request.method != "POST":
+            return response
+        method = request_id = None
+        with suppress(ValueError, TypeError, httpx2.RequestNotRead):
+            body = json.loads(request.content)
+            method, request_id = body.get("method"), body.get("id")
+        if method is None or request_id is None:
+            return response
+        limit = self._exchange.limits.max_reply_bytes if method == "tools/call" else None
+        stream = _CappedStream(
+            response.stream,  # type: ignore[arg-type]
+            limit or self._exchange.limit(None),
+            lambda size: self._exchange.too_large(request_id, size, more=True),
+        )
+        return httpx2.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=stream,
+            extensions=response.extensions,
+            request=request,
+        )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _CappedStream(httpx2.AsyncByteStream):
+    def __init__(
+        self, inner: httpx2.AsyncByteStream, limit: int, why: Callable[[int], str]
+    ) -> None:
+        self._inner = inner
+        self._limit = limit
+        self._why = why
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        size = 0
+        async for chunk in self._inner:
+            size += len(chunk)
+            if size > self._limit:
+                raise _TooLarge(self._why(self._limit))
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()

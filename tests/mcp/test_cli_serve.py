@@ -10,9 +10,13 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import anyio
+import anyio.abc
+import httpx2
 import mcp.types as types
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -22,6 +26,8 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.environments import Harness
 
 from .conftest import TOY, wait_for
+
+HOSTILE = Path(__file__).with_name("hostile_server.py")
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -69,7 +75,105 @@ async def test_serve_over_stdio_wraps_real_servers(tmp_path: Path) -> None:
     assert "ptc serve: serving" in (tmp_path / "stderr").read_text()
 
 
+async def first_line(stream: Any) -> str:
+    line = b""
+    with anyio.fail_after(60):
+        while b"\n" not in line:
+            line += await stream.receive()
+    return line.decode()
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Pids of the live processes whose command line contains ``text`` (read-only)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and text in (entry / "cmdline").read_bytes().decode():
+                found.append(int(entry.name))
+        except OSError:
+            continue  # gone meanwhile
+    return found
+
+
+async def stop(process: anyio.abc.Process, signum: signal.Signals = signal.SIGINT) -> int:
+    process.send_signal(signum)
+    with anyio.fail_after(30):
+        status = await process.wait()
+    await process.aclose()
+    return status
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])  # Ctrl-C; docker stop
+async def test_a_signal_stops_a_stdio_server_whose_client_keeps_stdin_open(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    command = [sys.executable, "-m", "ptc", "serve", "--mount-stdio", toy_line(tmp_path)]
+    process = await anyio.open_process(command, cwd=tmp_path)  # stdin: a pipe, left open
+    assert process.stderr is not None
+    assert "over stdio" in await first_line(process.stderr)
+    assert processes_mentioning(str(tmp_path))  # the mounted toy server
+    assert await stop(process, signum) == 128 + signum
+    assert processes_mentioning(str(tmp_path)) == []  # stopped with it
+
+
+async def test_serve_off_loopback_with_a_token_file(tmp_path: Path) -> None:
+    token = "cli-test-token-0123456789abcdef"
+    (tmp_path / "token").write_text(token + "\n")
+    command = [sys.executable, "-m", "ptc", "serve", "--mount-stdio", toy_line(tmp_path), "--http",
+               "0.0.0.0:0", "--token-file", "token", "--allow-host", "127.0.0.1"]  # fmt: skip
+    process = await anyio.open_process(command, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    try:
+        assert process.stderr is not None
+        line = await first_line(process.stderr)
+        assert "over streamable HTTP at http://0.0.0.0:" in line, line
+        url = "http://127.0.0.1:" + line.rsplit(":", 1)[1].strip()
+        headers = {"authorization": f"Bearer {token}"}
+        async with (
+            httpx2.AsyncClient(headers=headers) as http,
+            streamable_http_client(url, http_client=http) as streams,
+            ClientSession(*streams) as session,
+        ):
+            await session.initialize()
+            assert [t.name for t in (await session.list_tools()).tools] == ["run_code"]
+        async with httpx2.AsyncClient() as http:
+            anonymous = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        assert anonymous.status_code == 401
+    finally:
+        await stop(process)
+
+
+async def test_no_auth_says_so_on_start_and_mount_timeout_bounds_calls(tmp_path: Path) -> None:
+    hostile = shlex.join([sys.executable, str(HOSTILE)])
+    command = [sys.executable, "-m", "ptc", "serve", "--mount-stdio", hostile, "--mode", "native",
+               "--http", "0.0.0.0:0", "--no-auth", "--mount-timeout", "1"]  # fmt: skip
+    process = await anyio.open_process(command, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    try:
+        assert process.stderr is not None
+        lines = ""
+        while "WARNING: --no-auth" not in lines:
+            lines += await first_line(process.stderr)
+        serving = next(line for line in lines.splitlines() if "over streamable HTTP" in line)
+        assert any(
+            line.startswith("ptc serve: WARNING: --no-auth: anyone who reaches http://0.0.0.0:")
+            for line in lines.splitlines()
+        ), lines
+        url = "http://127.0.0.1:" + serving.rsplit(":", 1)[1].strip()
+        async with streamable_http_client(url) as streams, ClientSession(*streams) as session:
+            await session.initialize()
+            with anyio.fail_after(30):
+                never = await session.call_tool("never", {})
+            assert never.is_error and never.meta is not None
+            assert never.meta["ptc/error"]["code"] == "TIMEOUT"
+    finally:
+        await stop(process)
+
+
+def scratch_dirs() -> set[str]:
+    return {n for n in os.listdir(tempfile.gettempdir()) if n.startswith("ptc-run-")}
+
+
 async def test_serve_over_streamable_http_follows_list_changed(tmp_path: Path) -> None:
+    scratch_before = scratch_dirs()
     (tmp_path / "served_tools.py").write_text(TOOLS)
     command = [sys.executable, "-m", "ptc", "serve", "served_tools:register", "--mode", "both",
                "--mount-stdio", toy_line(tmp_path), "--http", "127.0.0.1:0"]  # fmt: skip
@@ -113,7 +217,8 @@ async def test_serve_over_streamable_http_follows_list_changed(tmp_path: Path) -
         with anyio.fail_after(15):
             status = await process.wait()
         await process.aclose()
-    assert status in (0, 130, -signal.SIGINT)
+    assert status == 130
+    assert scratch_dirs() <= scratch_before  # its workers' scratch went with them
 
 
 @pytest.mark.parametrize(
@@ -128,6 +233,14 @@ async def test_serve_over_streamable_http_follows_list_changed(tmp_path: Path) -
         (["no_such_module:register"], "cannot import 'no_such_module'"),
         (["--mode", "sideways"], "invalid choice: 'sideways'"),
         (["--mount-stdio", "'unclosed"], "No closing quotation"),
+        # Off loopback: a token and the Host values, or an explicit --no-auth.
+        (["--http", "0.0.0.0:0"], "give --token-file FILE and --allow-host HOST (or --no-auth"),
+        (["--http", "0.0.0.0:0", "--allow-host", "h"], "not a loopback address"),
+        (["--http", "0.0.0.0:0", "--token-file", "nope"], "--token-file: cannot read the token"),
+        (["--token-file", "t", "--no-auth"], "--token-file, --no-auth apply to --http only"),
+        (["--http", "127.0.0.1:0", "--no-auth", "--token-file", "t"], "contradict each other"),
+        (["--mount-timeout", "0"], "positive number of seconds"),
+        (["--max-runs", "none"], "whole number of at least 1"),
         (["--require", "memory,ram"], "--require wants dimensions from filesystem,"),
     ],
 )

@@ -10,6 +10,7 @@ from ptc import mcp as ptc_mcp
 
 EXPECTED = [
     "BadSchemaPolicy",
+    "BearerToken",
     "HttpServer",
     "Mount",
     "MountError",

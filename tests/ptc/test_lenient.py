@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ptc
-from ptc._schema._checks import MAX_SCHEMA_DEPTH
+from ptc._schema._checks import MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH
 from ptc._schema._validator import compile_schema
 from tests._typing import data
 
@@ -195,6 +195,13 @@ def test_the_input_is_never_changed() -> None:
 def test_a_non_object_is_a_schema_error(bad: Any) -> None:
     with pytest.raises(ptc.SchemaError, match="must be an object"):
         ptc.lenient_schema(bad)
+
+
+def test_an_oversized_schema_is_refused_before_anything_is_rewritten() -> None:
+    # Every property needs a rewrite: the refusal must come first, from the size alone.
+    properties = {f"p{i:07d}": {"type": "dict"} for i in range(MAX_SCHEMA_BYTES // 20)}
+    with pytest.raises(ptc.SchemaError, match=f"bytes as JSON; the limit is {MAX_SCHEMA_BYTES}"):
+        ptc.lenient_schema({"type": "object", "properties": properties})
 
 
 def test_an_absurdly_deep_schema_is_a_schema_error_not_a_recursion_error() -> None:

@@ -35,7 +35,11 @@ def test_valid_names_are_accepted(name: str) -> None:
     assert make(name=name).name == name
 
 
-@pytest.mark.parametrize("name", ["", "x" * 129, "has space", "é", "a/b", "a:b"])
+@pytest.mark.parametrize(
+    # A trailing newline is where `$` alone would still match.
+    "name",
+    ["", "x" * 129, "has space", "é", "a/b", "a:b", "evil\n", "evil\r\n", "\nevil", "a\x00"],
+)
 def test_invalid_names_raise_value_error(name: str) -> None:
     with pytest.raises(ValueError, match="must match"):
         make(name=name)

@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 import sdkgen
-from sdkgen._fragment_service import FragmentProcess
+from sdkgen._fragment_service import FragmentProcess, GeneratorClosed
 from sdkgen._ir import needs_fragment
 
 from .cases import all_specs as specs_of_every_case
@@ -149,3 +151,37 @@ def test_a_generator_dropped_without_close_leaves_no_process(tmp_path: Path) -> 
     del generator, helper
     gc.collect()
     assert process.returncode is not None  # reaped by the finalizer, pipes closed
+
+
+def test_close_does_not_wait_for_a_generation_in_progress(tmp_path: Path) -> None:
+    # Enough cold tools to keep the helper busy for seconds (about 8 ms each).
+    union = {"anyOf": [{"type": "integer"}, {"type": "object", "properties": {"x": {}}}]}
+    specs = [  # not simple: each needs the type generator (about 8 ms in the helper)
+        sdkgen.ToolSpec(
+            name=f"tool_{i}", input_schema={"type": "object", "properties": {f"f{i}": union}}
+        )
+        for i in range(2000)
+    ]
+    generator = sdkgen.SdkGenerator(tmp_path, out_of_process=True)
+    helper = generator._helper  # noqa: SLF001
+    assert helper is not None
+    outcome: list[object] = []
+
+    def generate() -> None:
+        try:
+            outcome.append(generator.generate(specs))
+        except Exception as exc:  # noqa: BLE001 - the outcome under test
+            outcome.append(exc)
+
+    worker = threading.Thread(target=generate)
+    worker.start()
+    deadline = time.monotonic() + 60
+    # Inside the request: the helper is up and the request holds the helper's lock.
+    while not (helper.running and helper._lock.locked()):  # noqa: SLF001
+        assert time.monotonic() < deadline and worker.is_alive(), outcome
+        time.sleep(0.01)
+    generator.close()  # kills the helper under the request instead of waiting it out
+    worker.join(60)
+    assert not worker.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], GeneratorClosed), outcome
+    assert not running(helper)

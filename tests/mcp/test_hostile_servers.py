@@ -1,0 +1,186 @@
+"""Mounting a hostile server (tests/mcp/hostile_server.py, the official SDK's low-level
+server with raw bytes where the SDK cannot misbehave enough), over stdio on this machine:
+DESIGN section 9, "Hostile peers". Every probe ends as a clear error or a lenient answer,
+the next call on the same mount still works, and nothing waits without a bound."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import ptc
+from ptc import mcp as ptc_mcp
+from tests._typing import data
+
+pytestmark = pytest.mark.anyio
+
+HOSTILE = Path(__file__).with_name("hostile_server.py")
+MIB = 1 << 20
+MISBEHAVING = ["ok", "bad_utf8", "blocks", "text", "image", "never", "nested_reply", "result_first"]
+
+
+def hostile(*listing: str, names: list[str] | None = None) -> ptc_mcp.StdioServer:
+    args = [str(HOSTILE)]
+    for kind in listing:
+        args += ["--list", kind]
+    if names is not None:
+        args += ["--names-json", json.dumps(names)]
+    return ptc_mcp.stdio(sys.executable, *args)
+
+
+def error_of(result: ptc.ToolResult) -> tuple[str, str]:
+    assert result.error is not None, result.value
+    return result.error.code, result.error.message
+
+
+@pytest.fixture
+async def agent() -> AsyncIterator[ptc.Scope]:
+    async with ptc.ToolRuntime() as runtime:
+        yield runtime.scope("agent")
+
+
+async def still_answers(scope: ptc.Scope) -> None:
+    with anyio.fail_after(30):
+        result = await scope.call("ok", {"text": "still there?"})
+    assert result.value == "still there?", result.error
+
+
+@contextmanager
+def peak_memory_growth() -> Iterator[list[int]]:
+    """The growth of this process's peak resident memory (KiB) over the block: the peak is
+    reset first (``/proc/self/clear_refs``), then read back (``VmHWM``)."""
+
+    def read(field: str) -> int:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+        raise AssertionError(f"no {field} in /proc/self/status")
+
+    Path("/proc/self/clear_refs").write_text("5")
+    before = read("VmRSS")
+    growth: list[int] = []
+    yield growth
+    growth.append(read("VmHWM") - before)
+
+
+async def test_invalid_utf8_is_replaced_and_the_mount_keeps_working(agent: ptc.Scope) -> None:
+    mounted = await ptc_mcp.mount(agent, hostile())
+    with anyio.fail_after(30):
+        # A lone \xff line first (garbage, logged), then a reply with \xff in its text.
+        result = await agent.call("bad_utf8", {})
+    assert result.value == "after \ufffd", result.error
+    assert mounted.connected
+    await still_answers(agent)
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "limits", "message"),
+    [
+        ("text", {"mib": 2}, {"max_reply_bytes": MIB}, "over max_reply_bytes=1,048,576"),
+        ("image", {"mib": 2}, {"max_reply_bytes": MIB}, "over max_reply_bytes=1,048,576"),
+        # The id after the result (some SDKs' key order): found at the end of the line.
+        ("result_first", {"n": 50_000}, {"max_reply_bytes": MIB}, "bytes, over max_reply_bytes"),
+        ("blocks", {"n": 6}, {"max_reply_blocks": 5}, "6 content blocks, over max_reply_blocks=5"),
+        # The probes at their measured sizes, under the default limits.
+        ("blocks", {"n": 1001}, {}, "1,001 content blocks, over max_reply_blocks=1,000"),
+        *[
+            pytest.param(tool, size, {}, "over max_reply_bytes=4,194,304", marks=pytest.mark.slow)
+            for tool, size in [
+                ("blocks", {"n": 1_000_000}),
+                ("text", {"mib": 100}),
+                ("image", {"mib": 50}),
+            ]
+        ],
+    ],
+)
+async def test_a_reply_over_a_limit_fails_clearly_and_the_next_call_works(
+    agent: ptc.Scope, tool: str, arguments: dict[str, Any], limits: dict[str, Any], message: str
+) -> None:
+    await ptc_mcp.mount(agent, hostile(), **limits)
+    with peak_memory_growth() as growth, anyio.fail_after(60):
+        result = await agent.call(tool, arguments)
+    code, text = error_of(result)
+    assert code == "TOOL_ERROR" and message in text, text
+    assert text.endswith("(limits: mount(max_reply_bytes=, max_reply_blocks=))")
+    await still_answers(agent)
+    # Nothing near the reply's size was held: at most the limit, a few times over.
+    assert growth[0] < 64 * 1024, f"peak memory grew by {growth[0]} KiB"
+
+
+async def test_a_reply_nested_beyond_any_parser_fails_clearly(agent: ptc.Scope) -> None:
+    await ptc_mcp.mount(agent, hostile())
+    for depth in (250, 200_000):  # deeper than the SDK parses; deeper than Python parses
+        with anyio.fail_after(30):
+            deep = await agent.call("nested_reply", {"depth": depth})
+        code, text = error_of(deep)
+        assert code == "TOOL_ERROR" and "nested too deeply" in text, text
+        await still_answers(agent)
+
+
+async def test_calls_time_out_by_default(agent: ptc.Scope) -> None:
+    mounted = await ptc_mcp.mount(agent, hostile())
+    assert {agent.view().visible[n].timeout_seconds for n in mounted.names} == {60}
+    assert agent.parent is not None
+    patient = agent.parent.scope("patient")  # a sibling: it does not see the first mount
+    unbounded = await ptc_mcp.mount(patient, hostile(), timeout_seconds=None)
+    assert {patient.view().visible[n].timeout_seconds for n in unbounded.names} == {None}
+
+
+@pytest.mark.parametrize("policy", ["raise", "skip", "lenient"])
+async def test_a_deeply_nested_schema_is_reported_as_such(
+    agent: ptc.Scope, policy: ptc_mcp.BadSchemaPolicy
+) -> None:
+    server = hostile("nested=150")  # too deep for the SDK's own parser
+    with anyio.fail_after(30):
+        if policy == "skip":
+            mounted = await ptc_mcp.mount(agent, server, on_bad_schema=policy)
+            assert "nested deeper than 200 levels" in mounted.skipped["deep"]
+            assert mounted.names == tuple(MISBEHAVING)
+            return
+        with pytest.raises(ptc.SchemaError, match=r"'deep'.*nested deeper than 200 levels"):
+            await ptc_mcp.mount(agent, server, on_bad_schema=policy)
+
+
+@pytest.mark.parametrize("policy", ["raise", "lenient"])
+async def test_an_oversized_schema_is_refused_before_any_rewrite(
+    agent: ptc.Scope, policy: ptc_mcp.BadSchemaPolicy
+) -> None:
+    with anyio.fail_after(60), pytest.raises(ptc.SchemaError, match=r"'huge'.*bytes as JSON"):
+        await ptc_mcp.mount(agent, hostile("schema_mib=2"), on_bad_schema=policy)
+    assert agent.view().visible == {}
+
+
+@pytest.mark.parametrize(("listed", "options"), [(1000, {}), (5, {"max_tools": 10})])
+async def test_a_tool_list_over_max_tools_is_a_mount_error(
+    agent: ptc.Scope, listed: int, options: dict[str, Any]
+) -> None:
+    limit = options.get("max_tools", 1000)
+    with pytest.raises(ptc_mcp.MountError, match=f"lists [0-9,]+ tools, over max_tools={limit:,}"):
+        await ptc_mcp.mount(agent, hostile(f"tools={listed}"), **options)
+    assert agent.view().visible == {}
+    mounted = await ptc_mcp.mount(agent, hostile(f"tools={listed}"), max_tools=listed + 8)
+    assert len(mounted.names) == listed + 8
+
+
+@pytest.mark.parametrize("name", ["evil\n", "evil\r\n", "evil\x00", "e" * 129, "has space"])
+async def test_names_outside_the_pattern_are_refused(agent: ptc.Scope, name: str) -> None:
+    with pytest.raises(ptc.DefinitionError, match="must match"):
+        await ptc_mcp.mount(agent, hostile(names=[name]))
+    mounted = await ptc_mcp.mount(agent, hostile(names=[name]), on_bad_schema="skip")
+    assert "must match" in mounted.skipped[name] and name not in mounted.names
+
+
+async def test_descriptions_ending_in_quotes_leave_a_stub_that_compiles(agent: ptc.Scope) -> None:
+    await ptc_mcp.mount(agent, hostile("description"))
+    agent.present_as("code")
+    await agent.prepare()
+    compile(agent.sdk(), "<stub>", "exec")
+    ran = await agent.run_code("return tools.ok(text='after the quotes')")
+    assert ran.error is None and data(ran.value)["result"] == "after the quotes"

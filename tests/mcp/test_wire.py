@@ -1,0 +1,55 @@
+"""Which request a line answers when ptc will not parse it (too large, or broken): found from
+the line's two ends alone, whatever the key order, never from an ``id`` nested inside."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ptc.mcp._wire import attributed_id, parse_message
+
+EDGE = 4096
+ids = st.one_of(st.integers(-(2**53), 2**53), st.text(max_size=20))
+values: st.SearchStrategy[Any] = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+def ends(line: bytes) -> tuple[bytes, bytes]:
+    return line[:EDGE], line[-EDGE:]
+
+
+@settings(max_examples=300)
+@given(request_id=ids, result=st.dictionaries(st.text(max_size=8), values, max_size=5),
+       id_last=st.booleans(), padding=st.integers(0, 3 * EDGE))  # fmt: skip
+def test_the_top_level_id_is_found_in_either_key_order(
+    request_id: int | str, result: dict[str, Any], id_last: bool, padding: int
+) -> None:
+    result = {**result, "pad": "x" * padding, "id": "a nested id is not the request's"}
+    message = (
+        {"result": result, "jsonrpc": "2.0", "id": request_id}
+        if id_last
+        else {"jsonrpc": "2.0", "id": request_id, "result": result}
+    )
+    line = json.dumps(message, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    assert attributed_id(*ends(line)) == request_id
+
+
+@given(result=values)
+def test_a_line_without_a_top_level_id_names_no_request(result: Any) -> None:
+    notification = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"v": result}}
+    line = json.dumps(notification).encode()
+    assert attributed_id(*ends(line)) is None
+    assert attributed_id(b"not json at all", b'"id": 3}') is None  # not an object
+
+
+def test_invalid_utf8_in_a_message_is_replaced() -> None:
+    line = b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"a\xffb"}]}}'
+    message = parse_message(line, lambda request_id: False)
+    assert message.result["content"][0]["text"] == "a\ufffdb"  # type: ignore[union-attr]
