@@ -18,7 +18,7 @@ RUN_CODE_INPUT_SCHEMA: Mapping[str, Any] = {
         "code": {
             "type": "string",
             "minLength": 1,
-            "description": "The Python program: a function body (`return` gives the result).",
+            "description": "The Python program (module code, as the tool's description says).",
         },
         "description": {
             "type": "string",
@@ -38,7 +38,8 @@ RUN_CODE_OUTPUT_SCHEMA: Mapping[str, Any] = {
 
 ALLOWED_MODULES = (
     "json re math statistics datetime collections itertools functools random string "
-    "decimal fractions heapq bisect textwrap"
+    "decimal fractions heapq bisect textwrap typing time base64 unicodedata queue stat sys "
+    "asyncio copy dataclasses"
 )
 
 _PROFILE_RULES = {
@@ -48,14 +49,16 @@ _PROFILE_RULES = {
         "afterwards."
     ),
     "restricted": (
-        "Restricted Python (RestrictedPython). Not allowed: async/await, `match`, "
-        "names or attributes starting with `_`, augmented assignment to items or attributes "
-        "(write `d[k] = d[k] + 1`, not `d[k] += 1`), `eval`/`exec`, `type`/`vars`/`dir`, "
-        "`str.format` (use f-strings or %). "
+        "Restricted Python (RestrictedPython). Not allowed: `match`, dunder names (you may "
+        "read `__name__`, `__class__`, `__doc__`, and define special methods such as "
+        "`__init__`, `__eq__`, `__iter__` in a class), `_private` attributes of objects the "
+        "program did not create, `eval`/`exec`, `vars`/`dir`/`globals`/`locals`, "
+        "`type(name, bases, dict)`, `str.format` (use f-strings or %). "
         f"Importable modules: {ALLOWED_MODULES} (their documented public API, without "
         "`functools.singledispatch`, `collections.UserString`, `string.Formatter`; "
-        "`functools.wraps` copies only the name and docstring). A policy error ends the run "
-        "even if caught."
+        "`functools.wraps` copies only the name and docstring; `sys` is read-only; "
+        "`asyncio` has `run`, `gather` and `sleep`). A policy error ends the run even if "
+        "caught."
     ),
 }
 
@@ -70,6 +73,8 @@ def sdk_header(profile: str) -> str:
         "Typed SDK of the tools callable from run_code programs.\n"
         "Call tools synchronously: tools.<name>(arg=...). Batch: tools.<name>.map([{...}, ...]) "
         "or parallel(lambda: tools.a(...), lambda: tools.b(...)).\n"
+        "In code that awaits, calls are awaitable: await asyncio.gather(tools.a(...), "
+        "tools.b(...)) is one batch.\n"
         "A failed or denied call raises ToolCallError (.tool, .code, .message).\n"
         + profile_rules(profile)
     )
@@ -87,12 +92,15 @@ def run_code_description(
         "- The code runs as a module: `return value` (or a final expression) is the "
         "result; print() output is shown too. Values are JSON (dict, list, str, int, float, "
         "bool, None).\n"
-        '- Calls are synchronous, keyword arguments only: `r = tools.get_weather(city="Oslo")`. '
+        "- Calls are synchronous (awaitable in code that awaits: at top level, or in an "
+        "`async def` with `await`), keyword arguments only: "
+        '`r = tools.get_weather(city="Oslo")`. '
         "A tool's name maps to its identifier with every character outside [A-Za-z0-9_] "
         'written `_` (`web-search` -> `tools.web_search`); `tools.call("web-search", q="x")` '
         "takes the name as it is.\n"
         '- Many calls at once: `tools.get_weather.map([{"city": "Oslo"}, {"city": "Rome"}])` '
-        "or `parallel(lambda: tools.a(x=1), lambda: tools.b())`: results in order.\n"
+        "or `parallel(lambda: tools.a(x=1), lambda: tools.b())` or, in async code, "
+        "`await asyncio.gather(tools.a(x=1), tools.b())`: one batch, results in order.\n"
         "- A failed or denied call raises ToolCallError (.tool, .code, .message).\n"
         f"- {profile_rules(profile)}\n"
         f"- Limits: {limits.wall_seconds:g} s, {limits.memory_mib} MiB, {limits.max_calls} "
@@ -106,8 +114,8 @@ def run_code_description(
         how += (
             f"- {which} with "
             '`catalog.search("what you need", limit=10)` (-> [{"name", "ident", "summary"}]) '
-            'and read their signatures with `print(catalog.describe("ident", ...))`; every '
-            "tool is callable, described or not.\n"
+            'and read their signatures with `print(catalog.describe("ident", ...))` (awaitable '
+            "in async code, like calls); every tool is callable, described or not.\n"
         )
     example = (
         "Example (a made-up tool):\n"

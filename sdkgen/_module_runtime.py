@@ -3,14 +3,25 @@
 This file is never imported by the worker: its text after the marker line is copied into
 each generated module (``sdkgen._render.module_runtime_source``), followed by the
 ``class tools`` block. It is a real module so that ruff and mypy check it. It runs in the
-contained child, so it imports only ``threading``. The program sees only ``tools``,
-``parallel``, ``catalog`` and ``ToolCallError``; every attribute it may touch has a public
-name, and no public attribute leads to ``__transport__`` (the restricted profile forbids
-``_`` names).
+contained child, so it imports only standard-library modules the zygote has loaded
+(``threading``, ``sys``, ``opcode``, ``collections.abc``; ``warnings`` when a call is never
+awaited). The program sees only ``tools``, ``parallel``, ``catalog`` and ``ToolCallError``;
+every attribute it may touch has a public name, and no public attribute leads to
+``__transport__`` (the restricted profile forbids ``_`` names).
 
 ``catalog.search`` and ``catalog.describe`` travel as calls of the reserved names
 ``catalog:search`` / ``catalog:describe`` (no tool can be named so: ``:`` is outside the
 tool name pattern); the host answers them itself, without the tool pipeline.
+
+In async code (a call made from a coroutine that awaits: an ``async def`` whose body has
+an ``await`` or ``async for``/``with``, or a program that awaits at top level, seen through
+comprehensions and lambdas) ``tools.<ident>(...)``, ``tools.call(...)`` and
+``catalog.search``/``describe`` return a coroutine instead of the value: awaiting it gives
+the value, and the calls awaited in one turn of the event loop
+(``asyncio.gather(tools.a(...), tools.b(...))``) go to the host as one batch, like
+``.map``. Everywhere else, and always for ``.map`` and ``parallel``, calls are
+synchronous, in a coroutine that never awaits too (``async def main(): return tools.x()``
+is sync code in an ``async def``, as models often write it).
 """
 
 from __future__ import annotations
@@ -18,6 +29,7 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from types import CodeType, FrameType
     from typing import Any
 
     from ._types import Transport
@@ -25,7 +37,10 @@ if TYPE_CHECKING:
     __transport__: Transport  # injected by whoever executes the module
 
 # --- generated module runtime starts here ---
-import threading as _threading  # noqa: E402 (the generated module starts here)
+import opcode as _opcode  # noqa: E402 (the generated module starts here)
+import sys as _sys  # noqa: E402
+import threading as _threading  # noqa: E402
+from collections.abc import Coroutine as _Coroutine  # noqa: E402
 
 _recording = _threading.local()
 
@@ -50,6 +65,8 @@ _DESCRIBE = "catalog:describe"
 _MAX_QUERY_CHARS = 1000
 _MAX_LIMIT = 50
 _MAX_DESCRIBE = 50
+_LABELS = {_SEARCH: "catalog.search", _DESCRIBE: "catalog.describe"}
+"""How a host operation is named to the program (in errors, and in async code)."""
 
 
 class _Pending:
@@ -58,14 +75,28 @@ class _Pending:
     __slots__ = ()
 
 
-def _send(calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+def _answers(calls: list[tuple[str, dict[str, Any]]]) -> list[tuple[bool, Any]]:
+    """One batch to the host: per call, ``(True, value)`` or ``(False, ToolCallError)``."""
     answers = __transport__.call_batch(calls)  # noqa: F821 (injected global)
     if len(answers) != len(calls):
         raise RuntimeError(f"transport answered {len(answers)} of {len(calls)} calls")
+    out: list[tuple[bool, Any]] = []
     for (tool, _args), (ok, payload) in zip(calls, answers, strict=True):
-        if not ok:
+        if ok:
+            out.append((True, payload))
+        else:
             code, message = payload
-            raise ToolCallError(tool, str(code), str(message))
+            label = _LABELS.get(tool, tool)
+            out.append((False, ToolCallError(label, str(code), str(message))))
+    return out
+
+
+def _send(calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    """One batch to the host: the values, or the first error in submission order."""
+    answers = _answers(calls)
+    for ok, payload in answers:
+        if not ok:
+            raise payload
     return [payload for _ok, payload in answers]
 
 
@@ -85,7 +116,9 @@ def _as_lists(value: Any, depth: int = 0) -> Any:
     return value
 
 
-def _invoke(tool: str, arguments: dict[str, Any], extra: dict[str, Any] | None = None) -> Any:
+def _invoke(
+    tool: str, arguments: dict[str, Any], extra: dict[str, Any] | None = None, label: str = ""
+) -> Any:
     # `...` is the default of every optional parameter: left out means not sent.
     sent = {key: value for key, value in arguments.items() if value is not ...}
     if extra:
@@ -103,7 +136,141 @@ def _invoke(tool: str, arguments: dict[str, Any], extra: dict[str, Any] | None =
         marker = _Pending()
         recorded.append((tool, sent, marker))
         return marker
+    if _in_async_code():
+        # The generated function calling this is named after the tool's identifier.
+        return _AsyncCall(tool, sent, label or f"tools.{_sys._getframe(1).f_code.co_name}")
     return _send([(tool, sent)])[0]
+
+
+# --- async code: a call is a coroutine; calls awaited together are one batch ------------
+
+_CO_ASYNC = 0x80 | 0x200  # inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+_SEE_THROUGH = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>", "<lambda>"})
+# `await` and `async with` compile to GET_AWAITABLE, `async for` to GET_ANEXT.
+_AWAIT_OPS = frozenset(_opcode.opmap[name] for name in ("GET_AWAITABLE", "GET_ANEXT"))
+_awaiting: dict[CodeType, bool] = {}
+
+
+def _in_async_code() -> bool:
+    """Whether the program code making this call runs in a coroutine that awaits: the
+    first frame outside this module, seen through comprehensions and lambdas (``[tools.x(
+    id=i) for i in ids]`` inside ``async def`` is async code; a plain ``def`` it calls is
+    not, nor an ``async def`` whose body never awaits: its author wrote sync code)."""
+    frame: FrameType | None = _sys._getframe(1)
+    sdk = globals()
+    while frame is not None and frame.f_globals is sdk:
+        frame = frame.f_back
+    while frame is not None and frame.f_code.co_name in _SEE_THROUGH:
+        frame = frame.f_back
+    if frame is None or not frame.f_code.co_flags & _CO_ASYNC:
+        return False
+    code = frame.f_code
+    awaits = _awaiting.get(code)
+    if awaits is None:  # read once per code object: 2-byte code units, the opcode first
+        raw = code.co_code
+        awaits = _awaiting[code] = any(raw[i] in _AWAIT_OPS for i in range(0, len(raw), 2))
+    return awaits
+
+
+_waiting: dict[object, list[tuple[str, dict[str, Any], Any]]] = {}
+"""Per running event loop: the calls awaited in this turn, sent together at its end."""
+
+
+def _flush(loop: Any) -> None:
+    batch = _waiting.pop(loop, [])
+    try:
+        answers = _answers([(tool, arguments) for tool, arguments, _ in batch])
+    except BaseException as exc:  # a limit, the run ending: every waiter gets it
+        answers = [(False, exc)] * len(batch)
+    for (_tool, _arguments, future), (ok, payload) in zip(batch, answers, strict=True):
+        if future.done():
+            continue  # its awaiting task was cancelled meanwhile
+        if ok:
+            future.set_result(payload)
+        else:
+            future.set_exception(payload)
+
+
+class _AsyncCall(_Coroutine):  # type: ignore[type-arg]  # subscripted, it fails at run time
+    """What ``tools.<ident>(...)`` (``tools.call``, ``catalog.search``/``describe``)
+    returns in async code: a coroutine whose value is the call's. Nothing is sent until it
+    is awaited (or run as a task); then it joins the calls awaited in the same turn of the
+    event loop, sent to the host as one batch."""
+
+    __slots__ = ("__name__", "__qualname__", "_arguments", "_steps", "_tool")
+
+    def __init__(self, tool: str, arguments: dict[str, Any], name: str) -> None:
+        self._tool = tool
+        self._arguments = arguments
+        self._steps: Any = None
+        self.__name__ = self.__qualname__ = name
+
+    def _run(self) -> Any:
+        asyncio = _sys.modules.get("asyncio")
+        try:
+            loop = asyncio.get_running_loop() if asyncio is not None else None
+        except RuntimeError:
+            loop = None
+        if loop is None:  # driven by hand or by another framework: call at once
+            return _send([(self._tool, self._arguments)])[0]
+        future = loop.create_future()
+        batch = _waiting.setdefault(loop, [])
+        if not batch:
+            loop.call_soon(_flush, loop)
+        batch.append((self._tool, self._arguments, future))
+        return (yield from future)
+
+    def _started(self) -> Any:
+        if self._steps is None:
+            self._steps = self._run()
+        return self._steps
+
+    def __await__(self) -> Any:
+        if self._steps is not None:
+            raise RuntimeError(f"cannot reuse already awaited {self.__name__}(...)")
+        return self._started()
+
+    def send(self, value: Any) -> Any:
+        return self._started().send(value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        return self._started().throw(typ, val, tb)
+
+    def close(self) -> None:
+        if self._steps is None:
+            self._steps = iter(())  # closed before it ran: nothing to warn about
+        else:
+            self._steps.close()
+
+    def __del__(self) -> None:
+        if self._steps is None:
+            import warnings
+
+            warnings.warn(
+                f"{self.__name__}(...) was never awaited, so the call was not made: write "
+                f"`await {self.__name__}(...)`",
+                RuntimeWarning,
+                stacklevel=1,
+            )
+
+    def __repr__(self) -> str:
+        return f"<{self.__name__}(...): not awaited, write await {self.__name__}(...)>"
+
+    def _not_a_value(self, *args: object) -> Any:
+        raise TypeError(
+            f"{self.__name__}(...) in async code is a coroutine, not the call's result: "
+            f"write `await {self.__name__}(...)`"
+        )
+
+    __getitem__ = __iter__ = __len__ = __contains__ = __bool__ = _not_a_value
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise AttributeError(
+            f"{self.__name__}(...) in async code is a coroutine, not the call's result: "
+            f"write `(await {self.__name__}(...)).{name}`"
+        )
 
 
 def _call(name: str, /, **arguments: Any) -> Any:
@@ -119,16 +286,15 @@ def _call(name: str, /, **arguments: Any) -> Any:
                 ident, "UNKNOWN_TOOL", "no visible tool has this name; find tools with "
                 "catalog.search('what it does')"
             )
-    return _invoke(name, {}, arguments)
+    return _invoke(name, {}, arguments, "tools.call")
 
 
-def _host(op: str, label: str, arguments: dict[str, Any]) -> Any:
+def _host(op: str, arguments: dict[str, Any]) -> Any:
     if getattr(_recording, "calls", None) is not None:
-        raise TypeError(f"{label}() cannot be used inside a parallel() thunk")
-    try:
-        return _send([(op, arguments)])[0]
-    except ToolCallError as exc:
-        raise ToolCallError(label, exc.code, exc.message) from None
+        raise TypeError(f"{_LABELS[op]}() cannot be used inside a parallel() thunk")
+    if _in_async_code():  # awaitable like a tool call there, and batched with them
+        return _AsyncCall(op, arguments, _LABELS[op])
+    return _send([(op, arguments)])[0]
 
 
 class _Catalog:
@@ -151,7 +317,7 @@ class _Catalog:
             raise ValueError(f"catalog.search(): query longer than {_MAX_QUERY_CHARS} characters")
         if type(limit) is not int or not 1 <= limit <= _MAX_LIMIT:
             raise ValueError(f"catalog.search(): limit must be an int from 1 to {_MAX_LIMIT}")
-        return _host(_SEARCH, "catalog.search", {"query": query, "limit": limit})  # type: ignore[no-any-return]
+        return _host(_SEARCH, {"query": query, "limit": limit})  # type: ignore[no-any-return]
 
     def describe(self, *idents: Any) -> str:
         """The typed stub (signature, types, docstring) of these tools, by identifier or
@@ -162,7 +328,7 @@ class _Catalog:
             raise TypeError("catalog.describe(*idents): give tool identifiers (strings)")
         if len(idents) > _MAX_DESCRIBE:
             raise ValueError(f"catalog.describe(): at most {_MAX_DESCRIBE} tools at a time")
-        return _host(_DESCRIBE, "catalog.describe", {"idents": list(idents)})  # type: ignore[no-any-return]
+        return _host(_DESCRIBE, {"idents": list(idents)})  # type: ignore[no-any-return]
 
 
 catalog = _Catalog()

@@ -42,13 +42,15 @@ from ._keeper_lines import SpawnFailed
 ALLOWED_MODULES: tuple[str, ...] = tuple(
     (
         "json re math statistics datetime collections itertools functools random string "
-        "decimal fractions heapq bisect textwrap"
+        "decimal fractions heapq bisect textwrap typing time base64 unicodedata queue stat "
+        "sys asyncio copy dataclasses"
     ).split()
 )
 """What a restricted program may import (the same list as ``_child._stdlib``'s)."""
 PRELOAD: tuple[str, ...] = (
     "worker._child",
     "worker._child._restricted",  # imported by the child only for the restricted profile
+    "worker._child._policy",
     "worker._keeper",
     "RestrictedPython",
     "traceback",

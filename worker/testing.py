@@ -1,9 +1,9 @@
 """An in-process :class:`~worker.WorkerBackend` for tests of code built on ``worker``.
 
 :class:`FakeBackend` runs each program in a thread of the calling process with the same
-program semantics as a real worker (function body, trailing expression, both profiles,
-JSON results, program-only tracebacks, the same output capture). It has **no isolation
-at all**: use it in tests, never for untrusted code.
+program semantics as a real worker (a module, top-level return, trailing expression, both
+profiles, JSON results, program-only tracebacks, the same output capture). It has **no
+isolation at all**: use it in tests, never for untrusted code.
 
 What it enforces honestly: result size, call count, output (head/tail and the stream
 cap), and the wall clock. At the deadline, on ``abort`` or on cancellation it returns at

@@ -1,10 +1,11 @@
 """``ptc run PROGRAM.py``: run a model-written program under full containment.
 
-The program is what a model would send to ``run_code`` (a function body; ``return`` gives
-the result), run in a fresh contained worker with the tools ``--tools MODULE:FUNC``
-registers; ``--require`` names the containment dimensions that must be full (default: all).
-Prints the captured output, the result and the enforcement report (``--json``: the whole
-``ToolResult``); the exit status is 1 when the run failed, 2 for a usage problem.
+The program is what a model would send to ``run_code`` (a module; a top-level ``return``
+or a trailing expression gives the result), run in a fresh contained worker with the
+tools ``--tools MODULE:FUNC`` registers; ``--require`` names the containment dimensions
+that must be full (default: all). Prints the captured output, the result and the
+enforcement report (``--json``: the whole ``ToolResult``); the exit status is 1 when the
+run failed, 2 for a usage problem.
 """
 
 from __future__ import annotations

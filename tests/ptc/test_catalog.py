@@ -285,6 +285,24 @@ async def test_catalog_works_in_both_profiles(profile: str) -> None:
         assert value(await rt.root.run_code(code)) == ["send_email", True]
 
 
+@pytest.mark.parametrize("profile", ["python", "restricted"])
+async def test_in_async_code_the_catalog_is_awaited_and_batched_like_a_call(profile: str) -> None:
+    async with runtime(profile=profile) as rt:
+        for definition in CATALOG:
+            rt.register(definition)
+        code = (
+            "import asyncio\n"
+            "hits, weather = await asyncio.gather(\n"
+            "    catalog.search('email'), tools.call('get-weather', city='Oslo'))\n"
+            "stub = await catalog.describe(hits[0]['ident'])\n"
+            "return [hits[0]['name'], weather['tool'], 'def send_email(' in stub]"
+        )
+        result = await rt.root.run_code(code)
+        assert value(result) == ["send_email", "get-weather", True]
+        log: Any = result.meta["dispatch_log"]
+        assert [(e["name"], e["sub_call_id"][-6:]) for e in log] == [("get-weather", ":ptc:1")]
+
+
 # --- on the host ---------------------------------------------------------------------------
 
 

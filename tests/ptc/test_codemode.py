@@ -534,6 +534,31 @@ async def test_parallel_thunks_overlap_and_return_in_submission_order(
     assert [e["name"] for e in data(result.meta)["dispatch_log"]] == ["first", "second"]
 
 
+async def test_gathered_awaits_are_one_batch_scheduled_like_map(rt: ptc.ToolRuntime) -> None:
+    started = {"a": anyio.Event(), "b": anyio.Event()}
+
+    @rt.tool(concurrency_safe=True)
+    async def meet(me: str, other: str) -> str:
+        """Waits until the other call has started too."""
+        started[me].set()
+        with anyio.fail_after(DEADLOCK_GUARD_SECONDS):
+            await started[other].wait()
+        return me
+
+    code = (
+        "import asyncio\n"
+        "first = await tools.meet(me='a', other='a')\n"
+        "async def both():\n"
+        "    return await asyncio.gather(\n"
+        "        tools.meet(me='a', other='b'), tools.meet(me='b', other='a'))\n"
+        "[first, *await both()]"
+    )
+    result = await rt.root.run_code(code, call_id="o")
+    assert ok(result) == ["a", "a", "b"]
+    log = data(result.meta)["dispatch_log"]
+    assert [e["sub_call_id"] for e in log] == ["o:ptc:1", "o:ptc:2", "o:ptc:3"]
+
+
 async def test_exclusive_calls_are_barriers_and_pre_execute_never_overlaps(
     rt: ptc.ToolRuntime,
 ) -> None:

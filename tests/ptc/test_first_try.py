@@ -7,9 +7,9 @@ programmatic tool calling teaches them), ``async def main`` + ``asyncio.run``, t
 original dashed and dotted names, positional arguments, typos, ``print`` without
 ``return``, ``import json``, ``from tools import x``, the namespaces of other runtimes.
 
-The ``await`` / ``gather`` cases need the python profile's module semantics with top-level
-``await`` (being built in the ``python-fidelity`` worktree): they are skipped, with the
-reason, until the child accepts top-level ``await``.
+A trailing ``asyncio.run(main())`` is the program's trailing expression, so ``main()``'s
+return value is the result (DESIGN section 5). The ``await`` / ``gather`` cases run in
+both profiles.
 """
 
 from __future__ import annotations
@@ -22,20 +22,10 @@ import pytest
 
 import ptc
 from ptc._tools import compact_json_render
-from worker import CompileFailure, parse_program
 from worker.testing import FakeBackend
 
 pytestmark = pytest.mark.anyio
 
-
-def _top_level_await() -> bool:
-    return not isinstance(parse_program("import asyncio\nawait asyncio.sleep(0)"), CompileFailure)
-
-
-needs_await = pytest.mark.skipif(
-    not _top_level_await(),
-    reason="enabled when the python profile accepts top-level await (python-fidelity)",
-)
 
 WEATHER = {"Oslo": 4, "Rome": 19, "Lima": 22}
 
@@ -191,6 +181,9 @@ FAILS: dict[str, Case] = {
     "an unknown name for tools.call": Case(
         "return tools.call('web_searc', query='x')", kind="preflight",
         fix="tools.call('web_searc'): no visible tool has this name; close: tools.web_search"),
+    "an async main called without asyncio.run": Case(
+        "async def main():\n    return tools.add(a=1, b=2)\nmain()", kind="invalid-result",
+        fix="never awaited: write `await main(...)`, or `asyncio.run(main(...))`"),
     "a set as the result": Case(
         "return {1, 2}", kind="invalid-result", fix="the result must be a JSON value"),
     "a result over the limit": Case(
@@ -215,6 +208,16 @@ AWAITS: dict[str, Case] = {
         "import asyncio\nasync def main():\n"
         "    rs = await asyncio.gather(tools.add(a=1, b=1), tools.add(a=2, b=2))\n"
         "    print(sum(rs))\nasyncio.run(main())", stdout="6\n"),
+    "catalog.search and tools.call awaited": Case(
+        "import asyncio\nasync def main():\n"
+        "    hits = await catalog.search('current weather location', limit=3)\n"
+        "    w = await tools.call(hits[0]['name'], location='Rome')\n"
+        "    return w['temperature']\nasyncio.run(main())", 19),
+    "a sync helper called from async code": Case(
+        "import asyncio\ndef temp(city):\n"
+        "    return tools.get_current_weather(location=city)['temperature']\n"
+        "async def main():\n    await asyncio.sleep(0)\n    return temp('Lima')\n"
+        "asyncio.run(main())", 22),
 }  # fmt: skip
 
 
@@ -225,6 +228,19 @@ def test_the_corpus_is_large_enough() -> None:
 @pytest.fixture(scope="module")
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="module", params=["python", "restricted"])
+async def any_profile(request: pytest.FixtureRequest) -> AsyncIterator[ptc.Scope]:
+    async with ptc.ToolRuntime(
+        default_mode="code",
+        backend=FakeBackend(),
+        containment=ptc.Containment(require=frozenset()),
+        profile=request.param,
+    ) as runtime:
+        for definition in TOOLS:
+            runtime.register(definition)
+        yield runtime.root
 
 
 @pytest.fixture(scope="module")
@@ -264,7 +280,6 @@ async def test_a_first_try_that_cannot_run_names_the_fix(scope: ptc.Scope, name:
     await check(scope, FAILS[name])
 
 
-@needs_await
 @pytest.mark.parametrize("name", sorted(AWAITS))
-async def test_await_and_gather_run_as_models_write_them(scope: ptc.Scope, name: str) -> None:
-    await check(scope, AWAITS[name])
+async def test_await_and_gather_run_as_models_write_them(any_profile: ptc.Scope, name: str) -> None:
+    await check(any_profile, AWAITS[name])

@@ -75,10 +75,21 @@ def test_the_sdk_header_explains_calls_batches_errors_and_the_profile(profile: s
 
 def test_the_restricted_rules_name_what_is_forbidden_and_allowed() -> None:
     rules = profile_rules("restricted")
-    for fragment in ("starting with `_`", "async/await", f"Importable modules: {ALLOWED_MODULES}"):
+    fragments = ("`match`", "dunder names", "`_private` attributes")
+    for fragment in (*fragments, f"Importable modules: {ALLOWED_MODULES}"):
         assert fragment in rules
     with pytest.raises(KeyError):
         profile_rules("javascript")
+
+
+@pytest.mark.parametrize("profile", ["python", "restricted"])
+def test_the_description_and_the_sdk_header_state_the_async_rule(profile: str) -> None:
+    text = describe(profile=profile)
+    assert "Calls are synchronous (awaitable in code that awaits: at top level, or in " in text
+    assert "`await asyncio.gather(tools.a(x=1), tools.b())`: one batch" in text
+    assert "(awaitable in async code, like calls)" in describe(profile=profile, shown=0, total=9)
+    assert "await asyncio.gather(tools.a(...), tools.b(...)) is one batch" in sdk_header(profile)
+    assert "async/await" not in profile_rules(profile)  # both profiles run it
 
 
 def test_the_python_rules_say_the_whole_stdlib_and_no_network_or_subprocess() -> None:

@@ -269,7 +269,10 @@ def test_the_module_imports_only_the_standard_library_at_run_time() -> None:
         for node in ast.walk(ast.parse(module))
         if isinstance(node, ast.ImportFrom) and node.module
     ]
-    assert set(imports) <= {"__future__", "threading"}
+    # Standard-library modules the zygote has loaded: nothing is read from disk in a run
+    # (`opcode` comes with the preloaded asyncio, through inspect and dis).
+    loaded = {"__future__", "threading", "sys", "collections", "warnings", "opcode"}
+    assert set(imports) <= loaded
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -6,7 +6,8 @@ object, a module outside the allowlist, ``object``). Each case says how it must 
 
 - ``policy``: a compile rejection or a guard violation (the common case);
 - ``exception``: an ordinary error that reached nothing (a builtin that is simply absent,
-  a standard-library check that refuses the input);
+  a module outside the allowlist: ``ModuleNotFoundError``, a standard-library check that
+  refuses the input);
 - ``ok``: harmless by construction (the result is a string or a value the program built).
 
 Whatever the kind, the canary's content must appear nowhere (value, detail, output).
@@ -99,7 +100,7 @@ ISSUE_10 = [
     P("int-mro-reaches-object", "return str(int.mro()[-1])", "policy"),
     P(
         "caught-guard-violation-carries-on",
-        "try:\n    getattr((), '__class__')\nexcept BaseException:\n    pass\nreturn 1",
+        "try:\n    getattr((), '__subclasses__')\nexcept BaseException:\n    pass\nreturn 1",
         "policy",
     ),
 ]
@@ -143,7 +144,7 @@ AUDIT = [
     ),
     P(
         "partial-of-getattr-is-still-guarded",
-        "import functools\nreturn functools.partial(getattr, ())('__class__')",
+        "import functools\nreturn functools.partial(getattr, len)('__self__')",
         "policy",
     ),
     P(
@@ -164,12 +165,12 @@ AUDIT = [
     P("userstring-dropped", "from collections import UserString", "policy"),
     P(
         "format-map-through-map",
-        "return list(map(str.format, ['{0.__class__}'], [1]))",
+        "return list(map(str.format, ['{0.__class__.__base__.__subclasses__}'], [1]))",
         "policy",
     ),
     P(
         "str-subclass-format",
-        "class S(str):\n    pass\nreturn S('{0.__class__}').format(1)",
+        "class S(str):\n    pass\nreturn S('{0.__init__.__globals__}').format(parallel)",
         "policy",
     ),
     P(
@@ -225,7 +226,7 @@ AUDIT = [
         "json-object_pairs_hook-getattr",
         "import json, functools\n"
         "return json.loads('{\"a\": 1}', object_pairs_hook=functools.partial(getattr, ()))",
-        "policy",
+        "exception",  # getattr((), [...]): CPython's TypeError, a name must be a str
     ),
     P(
         "json-cls-program-decoder",
@@ -293,7 +294,11 @@ AUDIT = [
     P("delattr-module", "import math\ndelattr(math, 'pi')", "policy"),
     # the SDK's own objects are Python functions with real builtins
     P("sdk-globals-getattr", "return getattr(parallel, '__globals__')", "policy"),
-    P("sdk-tool-attribute-walk", "return getattr(tools.echo, '__init__')", "policy"),
+    P(
+        "sdk-tool-attribute-walk",
+        "return getattr(getattr(tools.echo, '__init__'), '__globals__')",
+        "policy",
+    ),
     P("sdk-transport-name", "return __transport__", "policy"),
 ]
 
@@ -346,7 +351,18 @@ RESTRICTEDPYTHON = [
         "policy",
     ),
     # CVE-2023-41039 (format strings): tests/test_Guards.py STRING_DOT_FORMAT_*
-    P("cve-2023-41039-str-format", "a = 'Hello {}'\nreturn a.format('world')", "policy"),
+    # Plain fields are CPython's format; a field that walks goes through the guards.
+    P("cve-2023-41039-str-format", "a = 'Hello {}'\nreturn a.format('world')", "ok"),
+    P(
+        "cve-2023-41039-field-walks-into-globals",
+        "return '{0.__globals__[__builtins__]}'.format(parallel)",
+        "policy",
+    ),
+    P(
+        "cve-2023-41039-nested-spec-walks",
+        "return '{0:{1.__init__.__globals__}}'.format(1, parallel)",
+        "policy",
+    ),
     P(
         "cve-2023-41039-format_map",
         "a = 'Hello {foo.__dict__}'\nreturn a.format_map({'foo': str})",
@@ -389,9 +405,9 @@ RESTRICTEDPYTHON = [
         "policy",
     ),
     P(
-        "cve-2025-22153-exceptiongroup-builtin",
-        "return ExceptionGroup('g', [ValueError()])",
-        "exception",
+        "cve-2025-22153-exceptiongroup-builtin",  # a builtin now; except* stays refused
+        "try:\n    raise ExceptionGroup('g', [ValueError()])\nexcept* ValueError:\n    pass",
+        "policy",
     ),
     # RestrictedPython 8.3: positional-only parameters shadowing a guard (CHANGES.rst)
     P(
@@ -461,7 +477,8 @@ PYJAIL = [
     ),
     P(
         "unicode-class-mro-subclasses",
-        "return ()._\uff3f\U0001d624\U0001d62d\U0001d622\U0001d634\U0001d634\uff3f_",
+        "return ()._\uff3f\U0001d624\U0001d62d\U0001d622\U0001d634\U0001d634\uff3f_"
+        "._\uff3f\U0001d623\U0001d622\U0001d634\U0001d626\uff3f_",
         "policy",
     ),
     # "no builtins, no mro": the type.__subclasses__ walk to ABCMeta.register
@@ -493,7 +510,7 @@ PYJAIL = [
     ),
     P("async-cr_frame", "async def a():\n    pass\nreturn a().cr_frame.f_globals", "policy"),
     # "Other ways to obtain a frame": signal handlers (and sys) through a module
-    P("signal-frame", "import signal\nreturn signal", "policy"),
+    P("signal-frame", "import signal\nreturn signal", "exception"),
     P("sys-getframe", "import sys\nreturn sys._getframe(0)", "policy"),
     P(
         "collections-sys-getframe",
@@ -535,11 +552,245 @@ PYJAIL = [
         "policy",
     ),
     P("metaclass-keyword", "class A(metaclass=len):\n    pass", "policy"),
-    P("import-os", "import os\nreturn os.listdir('/')", "policy"),
+    P("import-os", "import os\nreturn os.listdir('/')", "exception"),
     P("from-import-dunder", "from json import __builtins__", "policy"),
     P("import-star", "from json import *", "policy"),
     P("open-builtin", "return open(CANARY).read()", "exception"),
 ]
 
-ALL: list[Payload] = [*ISSUE_10, *AUDIT, *RESTRICTEDPYTHON, *PYJAIL]
+# --- issue 23: the widened profile (special methods, dunder reads, augmented writes, _names,
+# more builtins and modules, async) attacked where it widened ----------------------------
+ISSUE_23 = [
+    # special methods a class may define never include the hooks that run with power
+    P(
+        "define-getattribute",
+        "class G:\n    def __getattribute__(self, n):\n        pass",
+        "policy",
+    ),
+    P("define-del", "class D:\n    def __del__(self):\n        pass", "policy"),
+    P(
+        "define-reduce-for-copy",
+        "import copy\n"
+        "class R:\n    def __reduce_ex__(self, p):\n        return (open, (CANARY,))\n"
+        "return copy.deepcopy(R()).read()",
+        "policy",
+    ),
+    P("define-init-subclass", "class P:\n    def __init_subclass__(cls):\n        pass", "policy"),
+    P(
+        "define-class-getitem",
+        "class C:\n    def __class_getitem__(cls, k):\n        pass",
+        "policy",
+    ),
+    P("bind-builtins-name", "__builtins__ = {}\nreturn open(CANARY).read()", "policy"),
+    P("bind-metaclass-name", "__metaclass__ = type\nclass A:\n    pass", "policy"),
+    P(
+        "getattr-hook-does-not-bypass-the-guard",
+        "class E:\n    def __getattr__(self, n):\n        return n\n"
+        "return getattr(E(), '__globals__')",
+        "policy",
+    ),
+    P(
+        "special-method-onto-a-library-class",
+        "import json\njson.JSONDecoder.__eq__ = lambda a, b: True",
+        "policy",
+    ),
+    P("special-method-onto-int", "int.__add__ = lambda a, b: 0", "policy"),
+    P(
+        "setattr-of-a-dunder",
+        "class A:\n    pass\nsetattr(A, '__reduce_ex__', lambda s, p: (open, (CANARY,)))",
+        "policy",
+    ),
+    P(
+        "type-namespace-getattribute",
+        "X = type('X', (), {'__getattribute__': lambda s, n: 1})",
+        "policy",
+    ),
+    P(
+        "type-namespace-reduce-for-copy",
+        "import copy\nX = type('X', (), {'__reduce_ex__': lambda s, p: (open, (CANARY,))})\n"
+        "return copy.copy(X()).read()",
+        "policy",
+    ),
+    # a real metaclass never reaches the program: it would build classes no policy saw
+    P(
+        "real-type-through-class-of-a-class",
+        "T = ().__class__.__class__\n"
+        "X = T('X', (), {'__reduce_ex__': lambda s, p: (open, (CANARY,))})\n"
+        "import copy\nreturn copy.copy(X()).read()",
+        "policy",
+    ),
+    P(
+        "real-type-through-type-of-a-class",
+        "T = type(type(1))\nX = T('X', (), {'__del__': lambda s: None})",
+        "policy",
+    ),
+    P(
+        "real-type-through-typing-origin",
+        "import typing\nT = typing.get_origin(typing.Type[int])\n"
+        "X = T('X', (), {'__getattribute__': lambda s, n: 1})",
+        "policy",
+    ),
+    P(
+        "program-metaclass-through-class",
+        "class A:\n    pass\nM = A.__class__\nX = M('X', (), {'__del__': lambda s: None})",
+        "policy",
+    ),
+    # dunder reads: the metadata and special methods, nothing that walks on
+    P("class-base-walk", "return (1).__class__.__base__.__subclasses__()", "policy"),
+    P("class-mro-walk", "return int.__mro__[-1].__subclasses__()", "policy"),
+    P("class-dict", "return int.__dict__", "policy"),
+    P("builtin-self-module", "return len.__self__.open(CANARY).read()", "policy"),
+    P("method-wrapper-globals", "def f():\n    pass\nreturn f.__init__.__globals__", "policy"),
+    P(
+        "function-globals-via-annotations",
+        "def f(x: int):\n    pass\nreturn f.__annotations__['x'].__init__.__globals__",
+        "policy",
+    ),
+    P("object-subclasses", "return object.__subclasses__()", "policy"),
+    P(
+        "unbound-object-setattr-on-a-module",
+        "import json\nobject.__setattr__(json, 'dumps', len)",
+        "policy",
+    ),
+    P(
+        "unbound-dict-setitem-on-a-view",
+        "import json\nreturn dict.__setitem__(json.__dict__, 'x', 1)",
+        "policy",
+    ),
+    P("super-setattr-on-an-int", "return super(int, 1).__setattr__('real', 2)", "policy"),
+    P(
+        "object-setattr-dunder-on-own-instance",
+        "class A:\n    pass\na = A()\nobject.__setattr__(a, '__class__', int)",
+        "policy",
+    ),
+    P("getattr-hook-of-an-alias", "import typing\nreturn typing.List.__getattr__('x')", "policy"),
+    P(
+        "await-dunder-steps-a-coroutine",
+        "async def f():\n    pass\n"
+        "c = f()\ntry:\n    return c.__await__()\nfinally:\n    c.close()",
+        "policy",
+    ),
+    P(
+        "coroutine-send-hands-out-a-future",
+        "import asyncio\nasync def f():\n    await asyncio.sleep(0)\n"
+        "c = f()\ntry:\n    return c.send(None).get_loop()\nfinally:\n    c.close()",
+        "policy",
+    ),
+    P(
+        "gather-future-get-loop",
+        "import asyncio\nasync def main():\n    g = asyncio.gather()\n"
+        "    return g.get_loop().subprocess_shell\nreturn await main()",
+        "policy",
+    ),
+    P(
+        "async-generator-asend-steps",
+        "async def g():\n    yield 1\nreturn g().asend(None).send(None)",
+        "policy",
+    ),
+    P("asyncio-loop-dropped", "import asyncio\nreturn asyncio.get_event_loop()", "policy"),
+    P(
+        "asyncio-subprocess-dropped",
+        "import asyncio\nreturn asyncio.create_subprocess_shell('cat ' + CANARY)",
+        "policy",
+    ),
+    # private names: the program's own objects only, never a library's internals
+    P("private-of-a-module", "import random\nreturn random._inst", "policy"),
+    P("private-of-a-library-object", "import re\nreturn re.compile('x')._x", "policy"),
+    P(
+        "private-inherited-from-a-library-base",
+        "import random\nclass R(random.Random):\n    pass\nreturn R()._randbelow(5)",
+        "policy",
+    ),
+    P(
+        "private-write-onto-a-library-object",
+        "import decimal\nc = decimal.Context()\nc._x = 1",
+        "policy",
+    ),
+    P("reserved-guard-name", "_getattr_ = getattr", "policy"),
+    P("reserved-print-collector", "_print = 1", "policy"),
+    P(
+        "private-name-mangling-stays-own",
+        "class A:\n    def __init__(self):\n        self.__secret = 1\n"
+        "    def get(self):\n        return self.__secret\nreturn [A().get(), A()._A__secret]",
+        "ok",
+    ),
+    # augmented writes go through the write guard
+    P("augmented-write-into-a-module", "import math\nmath.pi += 1", "policy"),
+    P(
+        "augmented-write-into-a-class",
+        "import json\njson.JSONEncoder.item_separator += 'x'",
+        "policy",
+    ),
+    P("augmented-write-a-dunder", "class A:\n    pass\nA.__doc__ += 'x'", "policy"),
+    P("augmented-item-of-a-mappingproxy", "import json\ntype(json).__dict__['x'] += 1", "policy"),
+    P(
+        "augmented-writes-on-own-objects",
+        "class A:\n    n = 0\na = A()\na.n += 2\nd = {'k': 1}\nd['k'] += 1\nreturn [a.n, d]",
+        "ok",
+    ),
+    # format strings walk through the guards now
+    P("format-field-globals", "return '{0.__globals__}'.format(parallel)", "policy"),
+    P("format-field-self", "return '{0.__self__.open}'.format(len)", "policy"),
+    P("format-field-index-of-a-walk", "return '{0.__init__[0]}'.format(parallel)", "exception"),
+    # the new modules' surfaces
+    P("sys-modules", "import sys\nreturn sys.modules['os']", "policy"),
+    P(
+        "sys-exc-info-frame",
+        "import sys\ntry:\n    1 / 0\nexcept Exception:\n"
+        "    t = sys.exc_info()[2]\nreturn t.tb_frame",
+        "policy",
+    ),
+    P("sys-stdout-is-the-runs", "import sys\nreturn sys.stdout.buffer", "exception"),
+    P("sys-setrecursionlimit", "import sys\nsys.setrecursionlimit(10)", "policy"),
+    P("typing-get-type-hints", "import typing\nreturn typing.get_type_hints", "policy"),
+    P(
+        "typing-forwardref-evaluate",
+        'import typing\nf = typing.List["open(CANARY).read()"].__args__[0]\n'
+        "return f._evaluate(globals(), None, frozenset())",
+        "policy",
+    ),
+    P(
+        "typing-alias-setattr-forwards",
+        "import typing\ntyping.List.copy = len",
+        "policy",
+    ),
+    P("typing-final-marks", "import typing\nimport json\ntyping.final(json.dumps)", "policy"),
+    P(
+        "dataclass-field-name-injection",
+        "import dataclasses\nclass A:\n    x: int\n"
+        'A.__annotations__["y=open(CANARY).read()"] = int\nreturn dataclasses.dataclass(A)',
+        "policy",
+    ),
+    P(
+        "dataclass-of-a-library-class",
+        "import dataclasses, json\ndataclasses.dataclass(json.JSONEncoder)",
+        "policy",
+    ),
+    P("make-dataclass-dropped", "import dataclasses\nreturn dataclasses.make_dataclass", "policy"),
+    P("copy-dispatch-table", "import copy\nreturn copy.dispatch_table", "policy"),
+    P("base64-main-reads-argv", "import base64\nreturn base64.main", "policy"),
+    P("time-tzset", "import time\ntime.tzset()", "policy"),
+    P("queue-threading", "import queue\nreturn queue.threading", "policy"),
+    P("future-module", "import __future__", "policy"),
+    # with `from __future__ import annotations` an annotation is text nothing evaluates
+    P(
+        "lazy-annotation-in-a-namedtuple",
+        "from __future__ import annotations\nimport typing\n"
+        "class A(typing.NamedTuple):\n    x: open(CANARY).read()\n"
+        "return type(A.__annotations__['x']).__name__",
+        "ok",
+    ),
+    P(
+        "lazy-annotation-in-a-dataclass",
+        "from __future__ import annotations\nimport dataclasses\n"
+        "@dataclasses.dataclass\nclass A:\n    x: __builtins__['open'](CANARY).read() = 1\n"
+        "return A().x",
+        "ok",
+    ),
+    # CPython's errors name no internals of the runtime
+    P("apply-is-gone", "return list(**1)", "exception"),
+    P("unpack-an-endless-iterator", "import itertools\na, b = itertools.count()", "exception"),
+]
+
+ALL: list[Payload] = [*ISSUE_10, *AUDIT, *RESTRICTEDPYTHON, *PYJAIL, *ISSUE_23]
 """Every payload; ids are unique."""

@@ -291,4 +291,220 @@ SURFACE: dict[str, str] = {
     "values.range_iterator": "",
     "values.str_ascii_iterator": "",
     "values.tuple_iterator": "",
+    # Added with the widened profile (issue 23): new builtins and modules, and the values
+    # they hand out. Reviewed: FrozenInstanceError.obj is refused as AttributeError.obj;
+    # a coroutine's send/throw, an async generator's asend/athrow and every attribute of
+    # the future gather returns (get_loop) are refused by the guards; typing.Text is str
+    # (its format is the guarded one); the rest take no names, format strings or code.
+    "asyncio.CancelledError": "add_note args with_traceback",
+    "asyncio.TimeoutError": (
+        "add_note args characters_written errno filename filename2 strerror "
+        "with_traceback"
+    ),
+    "builtins.BaseExceptionGroup": (
+        "add_note args derive exceptions message split subgroup with_traceback"
+    ),
+    "builtins.BlockingIOError": (
+        "add_note args characters_written errno filename filename2 strerror "
+        "with_traceback"
+    ),
+    "builtins.BrokenPipeError": (
+        "add_note args characters_written errno filename filename2 strerror "
+        "with_traceback"
+    ),
+    "builtins.ChildProcessError": (
+        "add_note args characters_written errno filename filename2 strerror "
+        "with_traceback"
+    ),
+    "builtins.ConnectionAbortedError": (
+        "add_note args characters_written errno filename filename2 strerror "
+        "with_traceback"
+    ),
+    "builtins.ConnectionError": (
+        "add_note args characters_written errno filename filename2 strerror "
+        "with_traceback"
+    ),
+    "builtins.ConnectionRefusedError": (
+        "add_note args characters_written errno filename filename2 strerror "
+        "with_traceback"
+    ),
+    "builtins.ConnectionResetError": (
+        "add_note args characters_written errno filename filename2 strerror "
+        "with_traceback"
+    ),
+    "builtins.EncodingWarning": "add_note args with_traceback",
+    "builtins.ExceptionGroup": (
+        "add_note args derive exceptions message split subgroup with_traceback"
+    ),
+    "builtins.FileExistsError": (
+        "add_note args characters_written errno filename filename2 strerror "
+        "with_traceback"
+    ),
+    "builtins.FileNotFoundError": (
+        "add_note args characters_written errno filename filename2 strerror "
+        "with_traceback"
+    ),
+    "builtins.InterruptedError": (
+        "add_note args characters_written errno filename filename2 strerror "
+        "with_traceback"
+    ),
+    "builtins.IsADirectoryError": (
+        "add_note args characters_written errno filename filename2 strerror "
+        "with_traceback"
+    ),
+    "builtins.ModuleNotFoundError": "add_note args msg name path with_traceback",
+    "builtins.NotADirectoryError": (
+        "add_note args characters_written errno filename filename2 strerror "
+        "with_traceback"
+    ),
+    "builtins.PermissionError": (
+        "add_note args characters_written errno filename filename2 strerror "
+        "with_traceback"
+    ),
+    "builtins.ProcessLookupError": (
+        "add_note args characters_written errno filename filename2 strerror "
+        "with_traceback"
+    ),
+    "builtins.RecursionError": "add_note args with_traceback",
+    "builtins.ResourceWarning": "add_note args with_traceback",
+    "builtins.StopAsyncIteration": "add_note args with_traceback",
+    "builtins.TimeoutError": (
+        "add_note args characters_written errno filename filename2 strerror "
+        "with_traceback"
+    ),
+    "builtins.bytearray": (
+        "append capitalize center clear copy count decode endswith expandtabs extend find "
+        "fromhex hex index insert isalnum isalpha isascii isdigit islower isspace istitle "
+        "isupper join ljust lower lstrip maketrans partition pop remove removeprefix "
+        "removesuffix replace reverse rfind rindex rjust rpartition rsplit rstrip split "
+        "splitlines startswith strip swapcase title translate upper zfill"
+    ),
+    "builtins.bytes": (
+        "capitalize center count decode endswith expandtabs find fromhex hex index "
+        "isalnum isalpha isascii isdigit islower isspace istitle isupper join ljust lower "
+        "lstrip maketrans partition removeprefix removesuffix replace rfind rindex rjust "
+        "rpartition rsplit rstrip split splitlines startswith strip swapcase title "
+        "translate upper zfill"
+    ),
+    "builtins.classmethod": "",
+    "builtins.object": "",
+    "builtins.property": "deleter fdel fget fset getter setter",
+    "builtins.staticmethod": "",
+    "builtins.super": "",
+    "builtins.type": "",
+    "copy.Error": "add_note args with_traceback",
+    "copy.error": "add_note args with_traceback",
+    "dataclasses.Field": (
+        "compare default default_factory hash init kw_only metadata name repr type"
+    ),
+    "dataclasses.FrozenInstanceError": "add_note args name obj with_traceback",
+    "dataclasses.InitVar": "type",
+    "queue.Empty": "add_note args with_traceback",
+    "queue.Full": "add_note args with_traceback",
+    "queue.LifoQueue": "empty full get get_nowait join put put_nowait qsize task_done",
+    "queue.PriorityQueue": "empty full get get_nowait join put put_nowait qsize task_done",
+    "queue.Queue": "empty full get get_nowait join put put_nowait qsize task_done",
+    "queue.SimpleQueue": "empty get get_nowait put put_nowait qsize",
+    "time.struct_time": (
+        "count index n_fields n_sequence_fields n_unnamed_fields tm_gmtoff tm_hour "
+        "tm_isdst tm_mday tm_min tm_mon tm_sec tm_wday tm_yday tm_year tm_zone"
+    ),
+    "typing.Annotated": "",
+    "typing.Any": "",
+    "typing.BinaryIO": (
+        "close closed fileno flush isatty mode name read readable readline readlines seek "
+        "seekable tell truncate writable write writelines"
+    ),
+    "typing.Generic": "",
+    "typing.IO": (
+        "close closed fileno flush isatty mode name read readable readline readlines seek "
+        "seekable tell truncate writable write writelines"
+    ),
+    "typing.NewType": "",
+    "typing.ParamSpec": "args kwargs",
+    "typing.ParamSpecArgs": "",
+    "typing.ParamSpecKwargs": "",
+    "typing.Protocol": "",
+    "typing.SupportsAbs": "",
+    "typing.SupportsBytes": "",
+    "typing.SupportsComplex": "",
+    "typing.SupportsFloat": "",
+    "typing.SupportsIndex": "",
+    "typing.SupportsInt": "",
+    "typing.SupportsRound": "",
+    "typing.Text": (
+        "capitalize casefold center count encode endswith expandtabs find format "
+        "format_map index isalnum isalpha isascii isdecimal isdigit isidentifier islower "
+        "isnumeric isprintable isspace istitle isupper join ljust lower lstrip maketrans "
+        "partition removeprefix removesuffix replace rfind rindex rjust rpartition rsplit "
+        "rstrip split splitlines startswith strip swapcase title translate upper zfill"
+    ),
+    "typing.TextIO": (
+        "buffer close closed encoding errors fileno flush isatty line_buffering mode name "
+        "newlines read readable readline readlines seek seekable tell truncate writable "
+        "write writelines"
+    ),
+    "typing.TypeVar": "",
+    "typing.TypeVarTuple": "",
+    "unicodedata.UCD": (
+        "bidirectional category combining decimal decomposition digit east_asian_width "
+        "is_normalized lookup mirrored name normalize numeric unidata_version"
+    ),
+    "values.Condition": "notify notifyAll notify_all wait wait_for",
+    "values.ForwardRef": "",
+    "values.NewType": "",
+    "values.NotImplementedType": "",
+    "values.ParamSpec": "args kwargs",
+    "values.ProgramStream": "flush isatty write writelines",
+    "values.SignalDict": "clear copy get items keys pop popitem setdefault update values",
+    "values.SimpleNamespace": "",
+    "values.TypeVar": "",
+    "values._AnnotatedAlias": "copy_with",
+    "values._CallableGenericAlias": "copy_with",
+    "values._CallableType": "copy_with",
+    "values._Feature": "getMandatoryRelease getOptionalRelease",
+    "values._GatheringFuture": (
+        "add_done_callback cancel cancelled done exception get_loop remove_done_callback "
+        "result set_exception set_result"
+    ),
+    "values._GenericAlias": "copy_with",
+    "values._KW_ONLY_TYPE": "",
+    "values._LiteralGenericAlias": "copy_with",
+    "values._MISSING_TYPE": "",
+    "values._SpecialForm": "",
+    "values._SpecialGenericAlias": "copy_with",
+    "values._TupleType": "copy_with",
+    "values._UnionGenericAlias": "copy_with",
+    "values.async_generator": "aclose ag_await ag_code ag_frame ag_running asend athrow",
+    "values.coroutine": (
+        "close cr_await cr_code cr_frame cr_origin cr_running cr_suspended send throw"
+    ),
+    "values.ellipsis": "",
+    "values.flags": (
+        "bytes_warning count debug dev_mode dont_write_bytecode hash_randomization "
+        "ignore_environment index inspect int_max_str_digits interactive isolated "
+        "n_fields n_sequence_fields n_unnamed_fields no_site no_user_site optimize quiet "
+        "safe_path utf8_mode verbose warn_default_encoding"
+    ),
+    "values.float_info": (
+        "count dig epsilon index mant_dig max max_10_exp max_exp min min_10_exp min_exp "
+        "n_fields n_sequence_fields n_unnamed_fields radix rounds"
+    ),
+    "values.hash_info": (
+        "algorithm count cutoff hash_bits imag index inf modulus n_fields "
+        "n_sequence_fields n_unnamed_fields nan seed_bits width"
+    ),
+    "values.int_info": (
+        "bits_per_digit count default_max_str_digits index n_fields n_sequence_fields "
+        "n_unnamed_fields sizeof_digit str_digits_check_threshold"
+    ),
+    "values.lock": "acquire acquire_lock locked locked_lock release release_lock",
+    "values.super": "",
+    "values.thread_info": (
+        "count index lock n_fields n_sequence_fields n_unnamed_fields name version"
+    ),
+    "values.version_info": (
+        "count index major micro minor n_fields n_sequence_fields n_unnamed_fields "
+        "releaselevel serial"
+    ),
 }

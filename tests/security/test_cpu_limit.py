@@ -67,16 +67,22 @@ async def test_a_busy_loop_is_always_a_cpu_limit(
 @pytest.mark.parametrize(
     "setup",
     [
-        pytest.param("signal.signal(signal.SIGXCPU, signal.SIG_IGN)", id="ignored"),
+        # The program runs in a thread of its own: it cannot install a handler (that needs
+        # the main thread, which waits for it and takes SIGXCPU), and blocking the signal
+        # in its own thread leaves the main thread to take it.
+        pytest.param(
+            "try:\n    signal.signal(signal.SIGXCPU, signal.SIG_IGN)\nexcept ValueError:\n"
+            "    print('no handler from the program thread')",
+            id="ignored",
+        ),
         pytest.param("signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGXCPU])", id="blocked"),
     ],
 )
-async def test_a_program_that_dodges_sigxcpu_meets_the_hard_limit(
+async def test_a_program_that_dodges_sigxcpu_is_still_a_cpu_limit(
     backend: SubprocessBackend, setup: str
 ) -> None:
     out = await run(backend, f"import signal\n{setup}\n{BUSY}", Limits(cpu_seconds=0.5))
     assert out.kind == "cpu-limit", out.detail
-    assert out.stats.cpu_ms > 1000  # it got the hard limit's extra second, no more
 
 
 async def test_a_long_c_call_past_the_soft_limit_is_a_cpu_limit(
@@ -104,8 +110,7 @@ async def test_the_handlers_exit_code_alone_is_not_a_cpu_limit(
 
 
 async def test_the_wall_clock_still_wins_when_it_comes_first(backend: SubprocessBackend) -> None:
-    code = f"import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\n{BUSY}"
-    out = await run(backend, code, Limits(wall_seconds=0.5, cpu_seconds=5))
+    out = await run(backend, BUSY, Limits(wall_seconds=0.5, cpu_seconds=5))
     assert out.kind == "timeout"
 
 

@@ -102,6 +102,13 @@ CASES: dict[str, dict[str, Any]] = {
             "t.join()\nreturn 'started'"
         ),
     },
+    "asyncio": {  # top-level await and asyncio.run, on the main thread under the write gate
+        "strict": True,
+        "code": (
+            "import asyncio\nasync def one(i):\n    await asyncio.sleep(0)\n    return i\n"
+            "return await asyncio.gather(one(1), one(2))"
+        ),
+    },
     "wall clock": {
         "code": "while True:\n    pass",
         "limits": {"wall_seconds": 1.0, "cpu_seconds": 30.0},
@@ -231,6 +238,14 @@ def test_the_keepers_write_gate_costs_the_program_its_threads(
         return
     strict = run.output["strict"]["threads"]
     assert strict["value"] == ("started" if env in TMPFS else "can't start new thread"), strict
+
+
+def test_async_programs_run_where_threads_may_not(suite: tuple[str, HostRun, int]) -> None:
+    env, run, _ = suite
+    assert run.output is not None
+    assert _case(run, "asyncio")["value"] == [1, 2], env
+    if env not in SHORT_BY_DEFAULT:
+        assert run.output["strict"]["asyncio"]["value"] == [1, 2], env
 
 
 def test_the_wall_clock_ends_a_busy_loop(suite: tuple[str, HostRun, int]) -> None:

@@ -86,7 +86,16 @@ def check(payload: Payload, ok: bool, kind: str | None, value: object, detail: s
     assert got == payload.expect, f"{payload.id}: ended as {got}: {value!r} {detail[-500:]}"
     if payload.expect == "exception":
         # blocked by absence or by the library's own checks, never by reaching something
-        assert any(name in detail for name in ("NameError", "ValueError", "TypeError")), detail
+        assert any(
+            name in detail
+            for name in (
+                "NameError",
+                "ValueError",
+                "TypeError",
+                "AttributeError",
+                "ModuleNotFoundError",
+            )
+        ), detail
 
 
 def test_the_corpus_is_large_and_its_ids_are_unique() -> None:

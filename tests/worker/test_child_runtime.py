@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+import sdkgen
 from worker import Limits
 from worker._framing import FrameDecoder, encode
 from worker._messages import validate_child_frame
@@ -192,7 +193,13 @@ def test_program_value_is_return_or_trailing_expression(code: str, value: object
         ("return {1, 2}", "invalid-result", "set"),
         ("return float('nan')", "invalid-result", "non-finite"),
         ("return 'x' * 2000", "invalid-result", "result_bytes"),
-        ("import os", "policy", "not allowed"),
+        (
+            "async def main():\n    return 1\nmain()",
+            "invalid-result",
+            "not the coroutine main(...), never awaited: write `await main(...)`, or "
+            "`asyncio.run(main(...))` outside async code",
+        ),
+        ("import json\njson.codecs", "policy", "not available"),
     ],
 )
 def test_failures_end_with_their_kind(code: str, kind: str, needle: str) -> None:
@@ -252,6 +259,64 @@ def test_stdout_keeps_its_order_relative_to_calls() -> None:
 def test_stderr_is_interleaved_with_stdout() -> None:
     run = run_child("import sys\nprint('a')\nprint('b', file=sys.stderr)\nprint('c')")
     assert run.stdout == "a\nb\nc\n"
+
+
+def test_the_programs_stdout_and_stderr_are_text_files_as_a_scripts() -> None:
+    code = (
+        "import io, sys\n"
+        "sys.stdout.write('a\\n'); sys.stderr.write('b\\n'); sys.stdout.buffer.write(b'c\\n')\n"
+        "print('\\ud800', flush=True)\n"
+        "[str(type(sys.stdout)), str(type(sys.stderr)), sys.stdout.encoding, "
+        "sys.stdout.isatty()]"
+    )
+    run = run_child(code)
+    assert run.done["value"] == [
+        "<class '_io.TextIOWrapper'>",
+        "<class '_io.TextIOWrapper'>",
+        "utf-8",
+        False,
+    ]
+    assert run.stdout == "a\nb\nc\n\ufffd\n"
+
+
+def test_compiler_warnings_are_the_programs_stderr() -> None:
+    run = run_child("x = 1\nif x is 1:\n    print('one')")
+    assert run.stdout == (
+        '<program>:2: SyntaxWarning: "is" with a literal. Did you mean "=="?\n'
+        "  if x is 1:\none\n"
+    )
+
+
+@pytest.mark.parametrize("profile", ["python", "restricted"])
+def test_a_program_starts_as_shallow_as_a_script(profile: str) -> None:
+    code = (
+        "def down(n):\n    return down(n - 1) if n else 'ok'\n"
+        "down(985)"  # CPython running a script gets to about 996
+    )
+    run = run_child(code, profile=profile)
+    assert run.done["value"] == "ok", run.done
+
+
+GENERATED = sdkgen.generate(
+    [sdkgen.ToolSpec(name="echo", input_schema={"type": "object", "properties": {"n": {}}})]
+).module
+
+
+def test_awaited_calls_gather_into_one_call_frame_in_a_real_child() -> None:
+    code = (
+        "import asyncio\n"
+        "tools.echo(n=0)\n"
+        "async def main():\n"
+        "    tools.echo(n=-1)\n"  # never awaited: a warning, and no call
+        "    return await asyncio.gather(*[tools.echo(n=i) for i in (1, 2, 3)])\n"
+        "asyncio.run(main())"
+    )
+    run = run_child(code, sdk=GENERATED)
+    assert run.done["value"] == [{"n": 1}, {"n": 2}, {"n": 3}], run.done
+    assert [[c["arguments"]["n"] for c in f["calls"]] for f in run.of("call")] == [[0], [1, 2, 3]]
+    assert "RuntimeWarning: tools.echo(...) was never awaited, so the call was not made" in (
+        run.stdout
+    )
 
 
 def test_map_sends_one_batch() -> None:
@@ -394,6 +459,6 @@ def test_a_child_primed_with_an_sdk_frame_runs_in_a_clean_namespace() -> None:
     )
     run = run_child(code, preload=True)
     assert run.done["ok"], run.done
-    assert run.done["value"] == [3, ["ToolCallError", "parallel", "tools"]]
+    assert run.done["value"] == [3, ["ToolCallError", "n", "parallel", "tools"]]
     assert run.stdout == "hi\n"
     assert [[c["id"] for c in f["calls"]] for f in run.of("call")] == [[1]]

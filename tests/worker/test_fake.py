@@ -101,7 +101,7 @@ async def test_both_profiles_share_semantics(profile: Profile) -> None:
         ("x = (", "python", "syntax"),
         ("1/0", "python", "exception"),
         ("return {1}", "python", "invalid-result"),
-        ("import os", "restricted", "policy"),
+        ("import json\njson.codecs", "restricted", "policy"),
         ("raise MemoryError", "python", "memory-limit"),
     ],
 )

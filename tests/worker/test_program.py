@@ -1,7 +1,8 @@
-"""Programs as function bodies: values, syntax/exception/result failures, tracebacks."""
+"""Programs as modules: values, syntax/exception/result failures, tracebacks."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -59,6 +60,66 @@ def test_syntax_errors(code: str, needle: str) -> None:
     result = run(code)
     assert result.kind == "syntax"
     assert needle in result.detail
+
+
+# What compiling a program as the body of a hidden function got wrong (issue 23): each
+# ends here as it ends in CPython running the same code as a script.
+@pytest.mark.parametrize(
+    ("code", "value"),
+    [
+        ("count = 0\ndef bump():\n    global count\n    count += 1\nbump()\ncount", 1),
+        ("from __future__ import annotations\ndef f(x: Undefined) -> int:\n    return x\nf(3)", 3),
+        (
+            "from dataclasses import dataclass\n@dataclass\nclass P:\n    x: int\nrepr(P(1))",
+            "P(x=1)",
+        ),
+        ("class A:\n    pass\nrepr(A)", "<class '__main__.A'>"),
+        ("def f():\n    def g():\n        pass\n    return g\nf().__qualname__", "f.<locals>.g"),
+        ("x = 1\nsorted(k for k in locals() if not k.startswith('__'))", ["x"]),
+        ("locals() is globals() and __name__ == '__main__'", True),
+        ("try:\n    y\nexcept NameError as e:\n    return type(e).__name__", "NameError"),
+    ],
+)
+def test_a_program_has_a_modules_semantics(code: str, value: object) -> None:
+    result = run(code)
+    assert result.ok, result.detail
+    assert result.value == value
+
+
+def test_no_wrapper_name_appears_in_errors() -> None:
+    detail = run("def f(a):\n    pass\nf()").detail
+    assert detail.endswith("TypeError: f() missing 1 required positional argument: 'a'")
+    assert "<module>" in detail and "locals>" not in detail
+
+
+def test_a_program_starts_at_the_bottom_of_its_own_stack() -> None:
+    # As a script: setrecursionlimit(10) leaves room for a few calls, whoever runs it.
+    limit = sys.getrecursionlimit()
+    try:
+        code = (
+            "import sys\nsys.setrecursionlimit(10)\n"
+            "def down(n):\n    return down(n - 1) if n else 'ok'\ndown(5)"
+        )
+        assert run(code).value == "ok"
+        assert sys.getrecursionlimit() == limit  # the caller is not left with the program's
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def test_compiler_warnings_go_to_the_programs_stderr() -> None:
+    printed: list[tuple[str, object]] = []
+    result = run_program(
+        "x = 1\nif x is 1:\n    pass\nx",
+        profile="python",
+        names={},
+        result_bytes=100,
+        print_fn=lambda *a, file=None, **k: printed.append((" ".join(map(str, a)), file)),
+    )
+    assert result.value == 1
+    assert printed == [
+        ('<program>:2: SyntaxWarning: "is" with a literal. Did you mean "=="?\n  if x is 1:\n',
+         sys.stderr)
+    ]
 
 
 def test_yield_inside_a_nested_function_is_fine() -> None:
@@ -171,3 +232,17 @@ def test_done_frames() -> None:
         "kind": "syntax",
         "detail": "bad",
     }
+
+
+def test_where_no_thread_can_start_the_program_runs_on_the_callers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The keeper's write gate refuses clone: the program still runs, on this thread.
+    import _thread
+
+    def refused(*args: Any) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(_thread, "start_new_thread", refused)
+    assert run("import threading\nthreading.current_thread() is threading.main_thread()").ok
+    assert run("x = 2\nx * 21").value == 42

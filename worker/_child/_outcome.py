@@ -7,7 +7,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from types import CoroutineType
 from typing import Any
 
 from .._errors import ProtocolError
@@ -73,6 +75,23 @@ def check_result(value: Any, *, result_bytes: int) -> ProgramResult:
     """Accept ``value`` only as a plain JSON value whose encoding fits ``result_bytes``.
 
     Lone surrogates in its strings become U+FFFD (as in stdout and log records)."""
+    if isinstance(value, Coroutine):  # `main()` or an SDK call in async code, never awaited
+        name = _coroutine_name(value)
+        try:  # closed, it does not warn "never awaited" too: this failure says it
+            value.close()
+        except Exception:  # noqa: BLE001, S110 - the program's own object
+            pass
+        # An `async def` of the program's can also be run from sync code; an SDK call cannot.
+        run = (
+            f", or `asyncio.run({name}(...))` outside async code"
+            if isinstance(value, CoroutineType)
+            else ""
+        )
+        return ProgramResult.failure(
+            "invalid-result",
+            f"the result must be a JSON value, not the coroutine {name}(...), never awaited: "
+            f"write `await {name}(...)`{run}",
+        )
     problem = json_problem(value)
     if problem is not None:
         return ProgramResult.failure(
@@ -87,6 +106,14 @@ def check_result(value: Any, *, result_bytes: int) -> ProgramResult:
             "(Limits.result_bytes); return a smaller value or print a summary",
         )
     return ProgramResult(ok=True, value=value)
+
+
+def _coroutine_name(value: object) -> str:
+    try:  # the program's own object: its attributes may do anything
+        name = getattr(value, "__qualname__", "")
+    except Exception:  # noqa: BLE001
+        name = ""
+    return name if type(name) is str and 0 < len(name) <= 100 else type(value).__name__
 
 
 def cap_detail(text: str) -> str:

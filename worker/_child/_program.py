@@ -1,9 +1,14 @@
-"""Run a program as the body of a function and turn its end into a :class:`ProgramResult`.
+"""Run a program as a module in a fresh thread and turn its end into a :class:`ProgramResult`.
 
 A top-level ``return v`` ends it with ``v``; otherwise the value of a trailing expression
-statement; otherwise ``None`` (``_source`` compiles it so). Exceptions become the
-traceback of the program's own frames, with the user's line numbers. Failures are data,
-never raised.
+statement; otherwise ``None`` (``_source`` compiles it so). The module runs in a thread of
+its own, started for it: its frames are the first on that thread's stack, as a script's
+are (``sys.setrecursionlimit(10)`` works, a recursion fails where CPython's does, whoever
+called :func:`run_program`); where no thread can be started (the containment's write gate
+refuses ``clone``), on the caller's. A program that awaits at top level runs in
+``asyncio.run``.
+Exceptions become the traceback of the program's own frames, with the user's line
+numbers. Failures are data, never raised.
 
 Used by the child runtime and by the in-process fake backend, so it imports only the
 standard library (and, for the restricted profile, ``_restricted``).
@@ -11,14 +16,23 @@ standard library (and, for the restricted profile, ``_restricted``).
 
 from __future__ import annotations
 
+import _thread
 import builtins
+import contextvars
+import sys
 import traceback
 from collections.abc import Callable, Sequence
-from types import CodeType, TracebackType
+from types import TracebackType
 from typing import Any
 
 from ._outcome import ProgramResult, ProgramStop, cap_detail, check_result
-from ._source import MAIN, PROGRAM_FILENAME, CompileFailure, compile_program
+from ._source import (
+    PROGRAM_FILENAME,
+    CompiledProgram,
+    CompileFailure,
+    ProgramReturn,
+    compile_program,
+)
 
 _KEEP_FRAMES = 20
 
@@ -37,27 +51,29 @@ def run_program(
 
     ``print_fn`` replaces ``print`` in the python profile (the in-process fake needs it;
     the child captures ``sys.stdout`` instead); ``write`` is the restricted profile's
-    shared print sink. ``stopped`` reports a stop recorded by a limit while the program
-    ran; it, and then the first policy violation of a restricted program, win even if
-    the program swallowed the exception.
+    shared print sink. The compiler's warnings go to ``write`` (restricted), else to
+    ``print_fn``'s stderr or ``sys.stderr``. ``stopped`` reports a stop recorded by a
+    limit while the program ran; it, and then the first policy violation of a restricted
+    program, win even if the program swallowed the exception.
     """
     compiled = compile_program(code, profile=profile)
     if isinstance(compiled, CompileFailure):
         return ProgramResult.failure(compiled.kind, compiled.detail)
     violations: Sequence[ProgramStop] = ()
     if profile == "restricted":
-        from ._restricted import recording_violations, restricted_globals
+        from ._restricted import printing_to, recording_violations, restricted_globals
 
         sink = write if write is not None else (lambda text: print(text, end=""))
         env = restricted_globals(names=names, write=sink)
-        with recording_violations() as record:
-            result = _call(compiled, env, code)
+        with recording_violations() as record, printing_to(sink):
+            result = _run_module(compiled, env, code, sink)
         violations = record
     else:
-        env = {"__builtins__": builtins, "__name__": "__main__", **names}
-        if print_fn is not None:
-            env["print"] = print_fn
-        result = _call(compiled, env, code)
+        table: object = builtins
+        if print_fn is not None:  # in a copy of the builtins: globals() stays the program's
+            table = {**vars(builtins), "print": print_fn}
+        env = {"__builtins__": table, "__name__": "__main__", "__doc__": None, **names}
+        result = _run_module(compiled, env, code, _stderr_writer(print_fn))
     # A limit's stop, then a guard's violation, win even if the program swallowed them.
     stop = stopped() or (violations[0] if violations else None)
     if stop is not None:
@@ -70,17 +86,59 @@ def run_program(
 # --- internals ------------------------------------------------------------------------
 
 
-def _call(compiled: CodeType, env: dict[str, Any], code: str) -> ProgramResult:
+def _stderr_writer(print_fn: Callable[..., None] | None) -> Callable[[str], object]:
+    if print_fn is not None:
+        return lambda text: print_fn(text, end="", file=sys.stderr)
+    return lambda text: sys.stderr.write(text)
+
+
+def _run_module(
+    compiled: CompiledProgram,
+    env: dict[str, Any],
+    code: str,
+    warn: Callable[[str], object],
+) -> ProgramResult:
+    """Run the module in a fresh thread (in this thread's context: a restricted run's
+    violations are recorded by a context variable) and wait for its end."""
+    ended = _thread.allocate_lock()
+    ended.acquire()
+    box: list[ProgramResult] = []
+    limit = sys.getrecursionlimit()
+
+    def main() -> None:  # the first frame of the program's thread
+        try:
+            for text in compiled.warnings:
+                warn(text)
+            if compiled.is_async:
+                import asyncio
+
+                asyncio.run(eval(compiled.code, env))
+            else:
+                exec(compiled.code, env)
+            box.append(ProgramResult(ok=True, value=None))
+        except ProgramReturn as exc:
+            box.append(ProgramResult(ok=True, value=exc.value))
+        except ProgramStop as exc:
+            box.append(ProgramResult.failure(exc.kind, exc.detail))
+        except MemoryError as exc:
+            box.append(ProgramResult.failure("memory-limit", format_program_error(exc, code)))
+        except BaseException as exc:  # noqa: BLE001 - SystemExit etc. are program failures too
+            box.append(ProgramResult.failure("exception", format_program_error(exc, code)))
+        finally:
+            # A program may lower the process's recursion limit; whoever waits for it
+            # sits deeper than its thread and must not trip over it.
+            sys.setrecursionlimit(limit)
+            ended.release()
+
     try:
-        exec(compiled, env)
-        value = env.pop(MAIN)()
-    except ProgramStop as exc:
-        return ProgramResult.failure(exc.kind, exc.detail)
-    except MemoryError as exc:
-        return ProgramResult.failure("memory-limit", format_program_error(exc, code))
-    except BaseException as exc:  # noqa: BLE001 - SystemExit etc. are program failures too
-        return ProgramResult.failure("exception", format_program_error(exc, code))
-    return ProgramResult(ok=True, value=value)
+        _thread.start_new_thread(contextvars.copy_context().run, (main,))
+    except RuntimeError:
+        # Where the containment refuses new threads (the keeper's write gate, a host
+        # without a tmpfs for the scratch quota), the program runs on this thread, a few
+        # frames deeper than a script's.
+        main()
+    ended.acquire()
+    return box[0] if box else ProgramResult.failure("exception", "the program's thread died")
 
 
 def format_program_error(exc: BaseException, code: str) -> str:
@@ -126,9 +184,8 @@ def _format_one(exc: BaseException, lines: list[str]) -> str:
             if isinstance(frame, int):
                 out.append(f"  [... {frame} more frames ...]\n")
                 continue
-            name = "<module>" if frame.name == MAIN else frame.name
             lineno = frame.lineno or 0
-            out.append(f'  File "{PROGRAM_FILENAME}", line {lineno}, in {name}\n')
+            out.append(f'  File "{PROGRAM_FILENAME}", line {lineno}, in {frame.name}\n')
             if 0 < lineno <= len(lines) and lines[lineno - 1].strip():
                 out.append(f"    {lines[lineno - 1].strip()}\n")
     try:

@@ -32,14 +32,15 @@ PRECOMPILED_SDKS = 4
 _PRECOMPILED: dict[str, CodeType] = {}
 
 
-class FrameWriter(io.TextIOBase):
-    """``sys.stdout``/``sys.stderr`` of the program: text goes out as ``stdout`` frames.
+class FrameWriter(io.BufferedIOBase):
+    """The bytes under the program's ``sys.stdout``/``sys.stderr`` (two ``io.TextIOWrapper``
+    over it, UTF-8, as a script's): text goes out as ``stdout`` frames.
 
     Buffered, flushed at a newline, past 8 KiB, before every call and at the end, so
     output and calls reach the host in the order the program made them. Past
     ``stream_bytes`` in total (log records count too, see :meth:`reserve`) it stops the
     run with ``output-limit`` (the host would kill it anyway; this way the excess is
-    never sent). A lone surrogate leaves as U+FFFD.
+    never sent). A lone surrogate leaves as U+FFFD, bytes that are not UTF-8 as U+FFFD.
     """
 
     def __init__(self, channel: Channel, *, stream_bytes: int) -> None:
@@ -52,9 +53,7 @@ class FrameWriter(io.TextIOBase):
         self._sent_bytes = 0
         self.stop: ProgramStop | None = None
 
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return "utf-8"
+    name = "<stdout>"
 
     def writable(self) -> bool:
         return True
@@ -62,17 +61,27 @@ class FrameWriter(io.TextIOBase):
     def isatty(self) -> bool:
         return False
 
-    def write(self, text: str) -> int:
-        if type(text) is not str:
-            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
-        size = len(text.encode("utf-8", "surrogatepass"))
+    def text_streams(self) -> tuple[io.TextIOWrapper, io.TextIOWrapper]:
+        """``sys.stdout`` and ``sys.stderr`` for the program: both write straight through
+        to this buffer, so their output keeps the order it was written in."""
+        return (
+            io.TextIOWrapper(self, encoding="utf-8", errors="surrogatepass", write_through=True),
+            io.TextIOWrapper(self, encoding="utf-8", errors="surrogatepass", write_through=True),
+        )
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        size = len(data)
+        try:
+            text = bytes(data).decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            text = bytes(data).decode("utf-8", "replace")
         with self._lock:
             self._check_budget(size)
             self._buffer.append(text)
             self._buffered += size
             if "\n" in text or self._buffered >= _FLUSH_BYTES:
                 self.flush()
-        return len(text)
+        return size
 
     def reserve(self, size: int) -> None:
         """Count ``size`` bytes of something else streamed (a log record) against the
@@ -222,7 +231,8 @@ def run_started(
     module an ``sdk`` frame already loaded, else ``start["sdk_module"]`` is loaded now)."""
     limits = Limits(**start["limits"])
     writer = FrameWriter(channel, stream_bytes=limits.stream_bytes)
-    sys.stdout = sys.stderr = writer
+    stdout, sys.stderr = writer.text_streams()
+    sys.stdout = stdout
     root = logging.getLogger()
     root.handlers[:] = [FrameLogHandler(channel, writer)]
 
@@ -233,9 +243,7 @@ def run_started(
     if sdk is None:
         sdk = load_sdk(start["sdk_module"])
     if sdk.error is not None:
-        return ProgramResult.failure(
-            "exception", f"the SDK module failed to load: {sdk.error!r}"
-        )
+        return ProgramResult.failure("exception", f"the SDK module failed to load: {sdk.error!r}")
     names = sdk.names
     names["__transport__"] = transport
 
@@ -248,7 +256,7 @@ def run_started(
             profile=start["profile"],
             names={k: names[k] for k in _SDK_NAMES if k in names},
             result_bytes=limits.result_bytes,
-            write=writer.write,
+            write=stdout.write,
             stopped=stopped,
         )
     finally:

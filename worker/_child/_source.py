@@ -1,31 +1,43 @@
-"""A program's source as the body of a function: parse, check, wrap, compile.
+"""A program's source as a module: parse, check, compile.
 
 The one place that decides whether a program can run, used by the child (it runs what
 :func:`compile_program` returns) and by the host's pre-flight (through
 ``worker.parse_program`` and ``worker.compile_program``), so both report the same
 ``syntax`` and ``policy`` failures with the same detail.
 
-The code is parsed as written, so line and column numbers are the user's; its statements
-then become the body of a function (a trailing expression statement becomes its
-``return``). A top-level ``return`` is therefore fine, while a top-level ``yield``,
-``yield from`` or ``await`` is a ``syntax`` failure: a program is neither a generator nor
-a coroutine. Standard library only (the restricted profile loads RestrictedPython's
-transformer through ``_restricted``).
+A program is compiled as a module, as CPython compiles a script: its top-level names are
+globals, ``from __future__`` imports may open it, its qualified names and reprs are those
+of module code, and a top-level ``await`` is allowed (the code object is then a
+coroutine's). On top of a module, a top-level ``return v`` ends the run with ``v``
+and a trailing expression statement gives the run its value. Both become a ``raise`` of
+:class:`ProgramReturn` carrying the value, which the runner catches: the class is stored
+in the code object's constants (no name a program could see or shadow), and every
+``try`` statement in module scope gets a first handler that lets it through, so a bare
+``except:`` around a ``return`` does not swallow it (as in a function). Line and column
+numbers stay the user's.
+
+Compiling never writes to the process's stderr: the warnings the compiler emits are
+captured (:attr:`CompiledProgram.warnings`), and the runner prints them to the program's
+own output. Standard library only (the restricted profile loads RestrictedPython's
+transformer through ``_policy``).
 """
 
 from __future__ import annotations
 
 import ast
+import inspect
+import secrets
+import threading
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import CodeType
-from typing import Literal
+from typing import Literal, TypeVar
 
 from ._outcome import cap_detail
 
 PROGRAM_FILENAME = "<program>"
 """The file name of the program's frames in tracebacks."""
-MAIN = "__ptc_main__"
-"""The name of the function the program's statements become."""
 
 MAX_PROGRAM_BYTES = 256 * 1024
 """Largest program accepted, in UTF-8 bytes (checked before anything parses it: parsing
@@ -37,6 +49,27 @@ _TOO_DEEP = (
     "the program nests too deeply for Python's {stage} (an expression or block nested past "
     "its limit, e.g. thousands of terms joined by +); split it into smaller statements"
 )
+_SHOWN_WARNINGS = (SyntaxWarning,)
+"""Compiler warnings a program's output shows: those CPython 3.11 shows for a script (its
+``DeprecationWarning`` for an invalid escape is hidden outside ``__main__``'s own code)."""
+
+_T = TypeVar("_T")
+
+
+class ProgramReturn(BaseException):  # noqa: N818 - not an error: how a program ends
+    """Raised by a top-level ``return`` or trailing expression; carries the run's value.
+
+    A ``BaseException`` so the program's ``except Exception`` never sees it."""
+
+    def __init__(self, value: object = None) -> None:
+        super().__init__()
+        self.value = value
+
+    @classmethod
+    def carrying(cls, value: object) -> ProgramReturn:
+        """What the compiled ``raise`` calls (a constant called directly would make the
+        compiler warn that a constant is not callable)."""
+        return cls(value)
 
 
 def program_size_problem(code: str) -> str | None:
@@ -54,24 +87,37 @@ def program_size_problem(code: str) -> str | None:
 
 @dataclass(frozen=True, kw_only=True)
 class CompileFailure:
-    """Why a program cannot run at all: ``syntax`` (not a valid function body) or
-    ``policy`` (the restricted profile refuses it at compile time)."""
+    """Why a program cannot run at all: ``syntax`` (not a valid program) or ``policy``
+    (the restricted profile refuses it at compile time)."""
 
     kind: Literal["syntax", "policy"]
     detail: str
 
 
+@dataclass(frozen=True, kw_only=True)
+class CompiledProgram:
+    """A program ready to run: module code, and what compiling it printed."""
+
+    code: CodeType
+    """Module code; executing it raises :class:`ProgramReturn` when the program returns
+    (top-level ``return`` or trailing expression) and ends normally otherwise."""
+    is_async: bool
+    """The program awaits at top level: evaluating ``code`` gives a coroutine to run."""
+    warnings: tuple[str, ...] = ()
+    """The compiler's warnings, as CPython prints them (``<program>:3: SyntaxWarning:
+    ...``), for the program's stderr."""
+
+
 def parse_program(code: str) -> ast.Module | CompileFailure:
     """The program's syntax tree, with the user's line numbers, or a ``syntax`` failure.
 
-    Checks what parsing alone cannot see about a function body: no ``yield``,
-    ``yield from`` or ``await`` outside a nested function. Errors the compiler finds later
-    (``break`` outside a loop, say) come from :func:`compile_program`."""
+    Errors the compiler finds later (``break`` outside a loop, a top-level ``yield``)
+    come from :func:`compile_program`."""
     unencodable = _lone_surrogate(code)
     if unencodable is not None:
         return CompileFailure(kind="syntax", detail=unencodable)
     try:
-        tree = ast.parse(code, PROGRAM_FILENAME, "exec")
+        tree, _ = _quietly(lambda: ast.parse(code, PROGRAM_FILENAME, "exec"))
     except SyntaxError as exc:
         return _syntax_failure(exc, code)
     except RecursionError:
@@ -82,30 +128,24 @@ def parse_program(code: str) -> ast.Module | CompileFailure:
         return CompileFailure(
             kind="syntax", detail=cap_detail(f"the program cannot be parsed: {exc}")
         )
-    for node in _top_level_nodes(tree):
-        if isinstance(node, ast.Yield | ast.YieldFrom | ast.Await):
-            keyword = "await" if isinstance(node, ast.Await) else "yield"
-            where = (PROGRAM_FILENAME, node.lineno, node.col_offset + 1, None)
-            return _syntax_failure(SyntaxError(f"'{keyword}' outside function", where), code)
     return tree
 
 
 def compile_program(
     code: str, *, profile: str, tree: ast.Module | None = None
-) -> CodeType | CompileFailure:
-    """The program compiled as a function body for ``profile``, or why it cannot be.
+) -> CompiledProgram | CompileFailure:
+    """The program compiled as a module for ``profile``, or why it cannot be.
 
-    The code object defines the function :data:`MAIN` when executed; calling it runs the
-    program. For ``restricted`` the tree first goes through RestrictedPython's policy
-    (which rewrites it in place). ``tree``: what :func:`parse_program` already made of
-    ``code``, so it is not parsed twice."""
+    For ``restricted`` the tree first goes through RestrictedPython's policy (which
+    rewrites it in place). ``tree``: what :func:`parse_program` already made of ``code``,
+    so it is not parsed twice (it is rewritten in place)."""
     if tree is None:
         parsed = parse_program(code)
         if isinstance(parsed, CompileFailure):
             return parsed
         tree = parsed
     if profile == "restricted":
-        from ._restricted import apply_policy
+        from ._policy import apply_policy
 
         try:
             errors = apply_policy(tree)
@@ -115,8 +155,13 @@ def compile_program(
             return CompileFailure(
                 kind="policy", detail=cap_detail(_POLICY_PREFIX + "; ".join(errors))
             )
+    token = f"ptc-return-{secrets.token_hex(16)}"
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     try:
-        return compile(_as_function(tree), PROGRAM_FILENAME, "exec")
+        module = _as_module(tree, token)
+        compiled, caught = _quietly(
+            lambda: compile(module, PROGRAM_FILENAME, "exec", flags=flags, dont_inherit=True)
+        )
     except SyntaxError as exc:
         return _syntax_failure(exc, code)
     except RecursionError:
@@ -127,6 +172,38 @@ def compile_program(
         return CompileFailure(
             kind="syntax", detail=cap_detail(f"the program cannot be compiled: {exc}")
         )
+    consts = tuple(ProgramReturn if c == token else c for c in compiled.co_consts)
+    lines = code.splitlines()
+    shown = tuple(
+        _format_warning(w, lines) for w in caught if issubclass(w.category, _SHOWN_WARNINGS)
+    )
+    return CompiledProgram(
+        code=compiled.replace(co_consts=consts),
+        is_async=bool(compiled.co_flags & inspect.CO_COROUTINE),
+        warnings=shown,
+    )
+
+
+# --- internals ------------------------------------------------------------------------
+
+_warnings_lock = threading.Lock()
+
+
+def _quietly(step: Callable[[], _T]) -> tuple[_T, list[warnings.WarningMessage]]:
+    """Run a parse or compile step with its warnings recorded, not printed (nor turned
+    into errors by the host's filters). The warnings machinery is process-wide state: the
+    lock keeps this process's own compiles from interleaving; a warning another thread
+    issues in these few milliseconds is recorded here and dropped."""
+    with _warnings_lock, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = step()
+    return result, caught
+
+
+def _format_warning(warning: warnings.WarningMessage, lines: list[str]) -> str:
+    lineno = int(warning.lineno or 0)
+    line = lines[lineno - 1] if 0 < lineno <= len(lines) else None
+    return warnings.formatwarning(warning.message, warning.category, PROGRAM_FILENAME, lineno, line)
 
 
 def _lone_surrogate(code: str) -> str | None:
@@ -145,7 +222,7 @@ def _lone_surrogate(code: str) -> str | None:
     return None
 
 
-def _top_level_nodes(tree: ast.Module) -> list[ast.AST]:
+def _module_scope(tree: ast.Module) -> list[ast.AST]:
     """Nodes of the program's own body, not inside nested functions, lambdas or classes."""
     found: list[ast.AST] = []
     todo: list[ast.AST] = list(tree.body)
@@ -157,23 +234,46 @@ def _top_level_nodes(tree: ast.Module) -> list[ast.AST]:
     return found
 
 
-def _as_function(tree: ast.Module) -> ast.Module:
-    body = list(tree.body) or [ast.Pass(lineno=1, col_offset=0)]
-    last = body[-1]
-    if isinstance(last, ast.Expr):
-        body[-1] = ast.copy_location(ast.Return(value=last.value), last)
-    func = ast.FunctionDef(
-        name=MAIN,
-        args=ast.arguments(
-            posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], defaults=[]
-        ),
-        body=body,
-        decorator_list=[],
-        returns=None,
-        lineno=1,
-        col_offset=0,
-    )
-    return ast.fix_missing_locations(ast.Module(body=[func], type_ignores=[]))
+class _Returns(ast.NodeTransformer):
+    """``return v`` in module scope -> ``raise <ProgramReturn>(v)``; stops at scopes."""
+
+    def __init__(self, stop: Callable[[ast.expr | None, ast.AST], ast.Raise]) -> None:
+        self._stop = stop
+        self.found = False
+
+    def visit_Return(self, node: ast.Return) -> ast.Raise:
+        self.found = True
+        return self._stop(node.value, node)
+
+    def _keep(self, node: ast.AST) -> ast.AST:
+        return node  # a nested scope: its returns are its own
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = _keep  # noqa: N815
+
+
+def _as_module(tree: ast.Module, token: str) -> ast.Module:
+    """``tree`` with module-scope ``return`` and the trailing expression turned into
+    raises of the constant ``token`` (replaced by :class:`ProgramReturn` after compiling),
+    and a first handler re-raising it in every ``try`` of module scope."""
+
+    def stop(value: ast.expr | None, where: ast.AST) -> ast.Raise:
+        carrying = ast.Attribute(value=ast.Constant(token), attr="carrying", ctx=ast.Load())
+        call = ast.Call(func=carrying, args=[value or ast.Constant(None)], keywords=[])
+        return ast.copy_location(ast.Raise(exc=call, cause=None), where)
+
+    returns = _Returns(stop)
+    body = [returns.visit(node) for node in tree.body]
+    if body and isinstance(body[-1], ast.Expr):
+        body[-1] = stop(body[-1].value, body[-1])
+    module = ast.Module(body=body, type_ignores=tree.type_ignores)
+    if returns.found:
+        for node in _module_scope(module):
+            if isinstance(node, ast.Try) and node.handlers:
+                guard = ast.ExceptHandler(
+                    type=ast.Constant(token), name=None, body=[ast.Raise(exc=None, cause=None)]
+                )
+                node.handlers.insert(0, ast.copy_location(guard, node.handlers[0]))
+    return ast.fix_missing_locations(module)
 
 
 def _syntax_failure(exc: SyntaxError, code: str) -> CompileFailure:

@@ -20,18 +20,34 @@ audits every public name of every allowed module and every exposed class against
 - it walks attributes in a format string: ``collections.UserString.format``,
   ``string.Formatter``;
 - it is shared mutable state of the process: ``decimal.DefaultContext`` and the other
-  template contexts, ``decimal.setcontext``.
+  template contexts, ``decimal.setcontext``, ``time.tzset``, ``sys.setrecursionlimit``
+  (``sys`` is a read-only subset: versions, platform, limits, ``exit``), ``typing``'s
+  overload registry;
+- it writes a marker attribute onto whatever it is given: ``typing.final``,
+  ``no_type_check``, ``runtime_checkable``, ``dataclass_transform``, ``abstractmethod``;
+- it hands out the run's own machinery: ``sys.modules``/``stdout``/``exc_info``, the
+  hooks; ``asyncio`` is ``run``, ``gather``, ``sleep``, ``wait_for`` and two exceptions
+  (no loop, task, stream or subprocess; the futures ``gather`` returns are opaque to the
+  guards).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
-from collections.abc import Callable
+import stat
+import typing
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from keyword import iskeyword
 from types import FunctionType
 from typing import Any, TypeVar
 
-from ._guards import PolicyViolation, ProgramClass, VettedModule
+from ._classes import ProgramClass, no_metaclass, program_class
+from ._guards import VettedModule
+from ._violations import PolicyViolation
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _T = TypeVar("_T")
@@ -89,6 +105,53 @@ EXPOSED: dict[str, frozenset[str]] = {
         "heapq": "heapify heappop heappush heappushpop heapreplace merge nlargest nsmallest",
         "bisect": "bisect bisect_left bisect_right insort insort_left insort_right",
         "textwrap": "TextWrapper dedent fill indent shorten wrap",
+        "typing": (
+            "AbstractSet Annotated Any AnyStr AsyncContextManager AsyncGenerator AsyncIterable "
+            "AsyncIterator Awaitable BinaryIO ByteString Callable ChainMap ClassVar Collection "
+            "Concatenate Container ContextManager Coroutine Counter DefaultDict Deque Dict "
+            "Final FrozenSet Generator Generic Hashable IO ItemsView Iterable Iterator "
+            "KeysView List Literal LiteralString Mapping MappingView Match MutableMapping "
+            "MutableSequence MutableSet NamedTuple Never NewType NoReturn NotRequired Optional "
+            "OrderedDict ParamSpec ParamSpecArgs ParamSpecKwargs Pattern Protocol Required "
+            "Reversible Self Sequence Set Sized SupportsAbs SupportsBytes SupportsComplex "
+            "SupportsFloat SupportsIndex SupportsInt SupportsRound TYPE_CHECKING Text TextIO "
+            "Tuple Type TypeAlias TypeGuard TypeVar TypeVarTuple TypedDict Union Unpack "
+            "ValuesView assert_never assert_type cast get_args is_typeddict "
+            "reveal_type"
+        ),
+        "time": (
+            "CLOCK_BOOTTIME CLOCK_MONOTONIC CLOCK_MONOTONIC_RAW CLOCK_PROCESS_CPUTIME_ID "
+            "CLOCK_REALTIME CLOCK_TAI CLOCK_THREAD_CPUTIME_ID altzone asctime clock_getres "
+            "clock_gettime clock_gettime_ns ctime daylight get_clock_info gmtime localtime "
+            "mktime monotonic monotonic_ns perf_counter perf_counter_ns process_time "
+            "process_time_ns sleep strftime strptime struct_time thread_time thread_time_ns "
+            "time time_ns timezone tzname"
+        ),
+        "base64": (
+            "MAXBINSIZE MAXLINESIZE a85decode a85encode b16decode b16encode b32decode "
+            "b32encode b32hexdecode b32hexencode b64decode b64encode b85decode b85encode "
+            "bytes_types decode decodebytes encode encodebytes standard_b64decode "
+            "standard_b64encode urlsafe_b64decode urlsafe_b64encode"
+        ),
+        "unicodedata": (
+            "UCD bidirectional category combining decimal decomposition digit "
+            "east_asian_width is_normalized lookup mirrored name normalize numeric ucd_3_2_0 "
+            "unidata_version"
+        ),
+        "queue": "Empty Full LifoQueue PriorityQueue Queue SimpleQueue",
+        "stat": " ".join(name for name in dir(stat) if not name.startswith("_")),
+        "sys": (
+            "api_version builtin_module_names byteorder copyright exit flags float_info "
+            "float_repr_style getdefaultencoding getfilesystemencoding getrecursionlimit "
+            "getsizeof hash_info hexversion implementation int_info intern maxsize maxunicode "
+            "platform stdlib_module_names thread_info version version_info"
+        ),
+        "asyncio": "CancelledError TimeoutError gather run sleep wait_for",
+        "copy": "Error copy deepcopy error",
+        "dataclasses": (
+            "Field FrozenInstanceError InitVar KW_ONLY MISSING asdict astuple field fields "
+            "is_dataclass replace"
+        ),
     }.items()
 }
 """Per allowed module: the attributes a program gets as they are (vetted one by one)."""
@@ -96,8 +159,8 @@ EXPOSED: dict[str, frozenset[str]] = {
 
 def _is_program_function(obj: object) -> bool:
     # A program's functions and lambdas share the program's globals, the only ones with
-    # ProgramClass as __metaclass__ (a name no program can write).
-    return isinstance(obj, FunctionType) and obj.__globals__.get("__metaclass__") is ProgramClass
+    # program_class as __metaclass__ (a name no program can write).
+    return isinstance(obj, FunctionType) and obj.__globals__.get("__metaclass__") is program_class
 
 
 def _is_program_class(obj: object) -> bool:
@@ -140,12 +203,80 @@ def total_ordering(cls: type[_T]) -> type[_T]:
     return functools.total_ordering(cls)
 
 
+_sink: ContextVar[Callable[[str], object] | None] = ContextVar("ptc_sink", default=None)
+
+
+@contextmanager
+def printing_to(sink: Callable[[str], object]) -> Iterator[None]:
+    """Where :class:`ProgramStream` writes while one restricted program runs."""
+    token = _sink.set(sink)
+    try:
+        yield
+    finally:
+        _sink.reset(token)
+
+
+class ProgramStream:
+    """``sys.stdout``/``sys.stderr`` of a restricted program: text goes to the run's one
+    output (as ``print`` does); ``print(..., file=sys.stderr)`` works."""
+
+    def __init__(self, name: str) -> None:
+        self.name = f"<{name}>"
+        self.encoding = "utf-8"
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        sink = _sink.get()
+        if sink is not None:
+            sink(text)
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def dataclass(cls: Any = None, /, **options: Any) -> Any:
+    """``dataclasses.dataclass`` for restricted programs: classes the program defined,
+    whose fields are identifiers (the decorator ``exec``s code built from their names,
+    and ``__annotations__`` is a dict a program can write)."""
+
+    def wrap(target: Any) -> Any:
+        if not _is_program_class(target):
+            raise PolicyViolation("dataclasses.dataclass only takes classes the program defined")
+        for name in vars(target).get("__annotations__", {}):
+            if not (isinstance(name, str) and name.isidentifier() and not iskeyword(name)):
+                raise PolicyViolation(f"dataclass field {name!r} is not an identifier")
+        return _real_dataclass(target, **options)
+
+    return wrap if cls is None else wrap(cls)
+
+
+_real_dataclass = dataclasses.dataclass
+
+
+def get_origin(tp: Any) -> Any:
+    """``typing.get_origin``, except that a metaclass comes back as the program's
+    ``type`` (``get_origin(Type[int])`` is the real ``type``, which builds classes)."""
+    return no_metaclass(typing.get_origin(tp))
+
+
 REPLACED: dict[str, dict[str, Any]] = {
     "functools": {
         "update_wrapper": update_wrapper,
         "wraps": wraps,
         "total_ordering": total_ordering,
     },
+    "sys": {"stdout": ProgramStream("stdout"), "stderr": ProgramStream("stderr")},
+    "dataclasses": {"dataclass": dataclass},
+    "typing": {"get_origin": get_origin},
 }
 """Per allowed module: safe replacements for dangerous callables a program still needs."""
 

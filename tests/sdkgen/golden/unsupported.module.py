@@ -1,5 +1,8 @@
 from __future__ import annotations
-import threading as _threading  # noqa: E402 (the generated module starts here)
+import opcode as _opcode  # noqa: E402 (the generated module starts here)
+import sys as _sys  # noqa: E402
+import threading as _threading  # noqa: E402
+from collections.abc import Coroutine as _Coroutine  # noqa: E402
 
 _recording = _threading.local()
 
@@ -24,6 +27,8 @@ _DESCRIBE = "catalog:describe"
 _MAX_QUERY_CHARS = 1000
 _MAX_LIMIT = 50
 _MAX_DESCRIBE = 50
+_LABELS = {_SEARCH: "catalog.search", _DESCRIBE: "catalog.describe"}
+"""How a host operation is named to the program (in errors, and in async code)."""
 
 
 class _Pending:
@@ -32,14 +37,28 @@ class _Pending:
     __slots__ = ()
 
 
-def _send(calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+def _answers(calls: list[tuple[str, dict[str, Any]]]) -> list[tuple[bool, Any]]:
+    """One batch to the host: per call, ``(True, value)`` or ``(False, ToolCallError)``."""
     answers = __transport__.call_batch(calls)  # noqa: F821 (injected global)
     if len(answers) != len(calls):
         raise RuntimeError(f"transport answered {len(answers)} of {len(calls)} calls")
+    out: list[tuple[bool, Any]] = []
     for (tool, _args), (ok, payload) in zip(calls, answers, strict=True):
-        if not ok:
+        if ok:
+            out.append((True, payload))
+        else:
             code, message = payload
-            raise ToolCallError(tool, str(code), str(message))
+            label = _LABELS.get(tool, tool)
+            out.append((False, ToolCallError(label, str(code), str(message))))
+    return out
+
+
+def _send(calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    """One batch to the host: the values, or the first error in submission order."""
+    answers = _answers(calls)
+    for ok, payload in answers:
+        if not ok:
+            raise payload
     return [payload for _ok, payload in answers]
 
 
@@ -59,7 +78,9 @@ def _as_lists(value: Any, depth: int = 0) -> Any:
     return value
 
 
-def _invoke(tool: str, arguments: dict[str, Any], extra: dict[str, Any] | None = None) -> Any:
+def _invoke(
+    tool: str, arguments: dict[str, Any], extra: dict[str, Any] | None = None, label: str = ""
+) -> Any:
     # `...` is the default of every optional parameter: left out means not sent.
     sent = {key: value for key, value in arguments.items() if value is not ...}
     if extra:
@@ -77,7 +98,141 @@ def _invoke(tool: str, arguments: dict[str, Any], extra: dict[str, Any] | None =
         marker = _Pending()
         recorded.append((tool, sent, marker))
         return marker
+    if _in_async_code():
+        # The generated function calling this is named after the tool's identifier.
+        return _AsyncCall(tool, sent, label or f"tools.{_sys._getframe(1).f_code.co_name}")
     return _send([(tool, sent)])[0]
+
+
+# --- async code: a call is a coroutine; calls awaited together are one batch ------------
+
+_CO_ASYNC = 0x80 | 0x200  # inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+_SEE_THROUGH = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>", "<lambda>"})
+# `await` and `async with` compile to GET_AWAITABLE, `async for` to GET_ANEXT.
+_AWAIT_OPS = frozenset(_opcode.opmap[name] for name in ("GET_AWAITABLE", "GET_ANEXT"))
+_awaiting: dict[CodeType, bool] = {}
+
+
+def _in_async_code() -> bool:
+    """Whether the program code making this call runs in a coroutine that awaits: the
+    first frame outside this module, seen through comprehensions and lambdas (``[tools.x(
+    id=i) for i in ids]`` inside ``async def`` is async code; a plain ``def`` it calls is
+    not, nor an ``async def`` whose body never awaits: its author wrote sync code)."""
+    frame: FrameType | None = _sys._getframe(1)
+    sdk = globals()
+    while frame is not None and frame.f_globals is sdk:
+        frame = frame.f_back
+    while frame is not None and frame.f_code.co_name in _SEE_THROUGH:
+        frame = frame.f_back
+    if frame is None or not frame.f_code.co_flags & _CO_ASYNC:
+        return False
+    code = frame.f_code
+    awaits = _awaiting.get(code)
+    if awaits is None:  # read once per code object: 2-byte code units, the opcode first
+        raw = code.co_code
+        awaits = _awaiting[code] = any(raw[i] in _AWAIT_OPS for i in range(0, len(raw), 2))
+    return awaits
+
+
+_waiting: dict[object, list[tuple[str, dict[str, Any], Any]]] = {}
+"""Per running event loop: the calls awaited in this turn, sent together at its end."""
+
+
+def _flush(loop: Any) -> None:
+    batch = _waiting.pop(loop, [])
+    try:
+        answers = _answers([(tool, arguments) for tool, arguments, _ in batch])
+    except BaseException as exc:  # a limit, the run ending: every waiter gets it
+        answers = [(False, exc)] * len(batch)
+    for (_tool, _arguments, future), (ok, payload) in zip(batch, answers, strict=True):
+        if future.done():
+            continue  # its awaiting task was cancelled meanwhile
+        if ok:
+            future.set_result(payload)
+        else:
+            future.set_exception(payload)
+
+
+class _AsyncCall(_Coroutine):  # type: ignore[type-arg]  # subscripted, it fails at run time
+    """What ``tools.<ident>(...)`` (``tools.call``, ``catalog.search``/``describe``)
+    returns in async code: a coroutine whose value is the call's. Nothing is sent until it
+    is awaited (or run as a task); then it joins the calls awaited in the same turn of the
+    event loop, sent to the host as one batch."""
+
+    __slots__ = ("__name__", "__qualname__", "_arguments", "_steps", "_tool")
+
+    def __init__(self, tool: str, arguments: dict[str, Any], name: str) -> None:
+        self._tool = tool
+        self._arguments = arguments
+        self._steps: Any = None
+        self.__name__ = self.__qualname__ = name
+
+    def _run(self) -> Any:
+        asyncio = _sys.modules.get("asyncio")
+        try:
+            loop = asyncio.get_running_loop() if asyncio is not None else None
+        except RuntimeError:
+            loop = None
+        if loop is None:  # driven by hand or by another framework: call at once
+            return _send([(self._tool, self._arguments)])[0]
+        future = loop.create_future()
+        batch = _waiting.setdefault(loop, [])
+        if not batch:
+            loop.call_soon(_flush, loop)
+        batch.append((self._tool, self._arguments, future))
+        return (yield from future)
+
+    def _started(self) -> Any:
+        if self._steps is None:
+            self._steps = self._run()
+        return self._steps
+
+    def __await__(self) -> Any:
+        if self._steps is not None:
+            raise RuntimeError(f"cannot reuse already awaited {self.__name__}(...)")
+        return self._started()
+
+    def send(self, value: Any) -> Any:
+        return self._started().send(value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        return self._started().throw(typ, val, tb)
+
+    def close(self) -> None:
+        if self._steps is None:
+            self._steps = iter(())  # closed before it ran: nothing to warn about
+        else:
+            self._steps.close()
+
+    def __del__(self) -> None:
+        if self._steps is None:
+            import warnings
+
+            warnings.warn(
+                f"{self.__name__}(...) was never awaited, so the call was not made: write "
+                f"`await {self.__name__}(...)`",
+                RuntimeWarning,
+                stacklevel=1,
+            )
+
+    def __repr__(self) -> str:
+        return f"<{self.__name__}(...): not awaited, write await {self.__name__}(...)>"
+
+    def _not_a_value(self, *args: object) -> Any:
+        raise TypeError(
+            f"{self.__name__}(...) in async code is a coroutine, not the call's result: "
+            f"write `await {self.__name__}(...)`"
+        )
+
+    __getitem__ = __iter__ = __len__ = __contains__ = __bool__ = _not_a_value
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise AttributeError(
+            f"{self.__name__}(...) in async code is a coroutine, not the call's result: "
+            f"write `(await {self.__name__}(...)).{name}`"
+        )
 
 
 def _call(name: str, /, **arguments: Any) -> Any:
@@ -93,16 +248,15 @@ def _call(name: str, /, **arguments: Any) -> Any:
                 ident, "UNKNOWN_TOOL", "no visible tool has this name; find tools with "
                 "catalog.search('what it does')"
             )
-    return _invoke(name, {}, arguments)
+    return _invoke(name, {}, arguments, "tools.call")
 
 
-def _host(op: str, label: str, arguments: dict[str, Any]) -> Any:
+def _host(op: str, arguments: dict[str, Any]) -> Any:
     if getattr(_recording, "calls", None) is not None:
-        raise TypeError(f"{label}() cannot be used inside a parallel() thunk")
-    try:
-        return _send([(op, arguments)])[0]
-    except ToolCallError as exc:
-        raise ToolCallError(label, exc.code, exc.message) from None
+        raise TypeError(f"{_LABELS[op]}() cannot be used inside a parallel() thunk")
+    if _in_async_code():  # awaitable like a tool call there, and batched with them
+        return _AsyncCall(op, arguments, _LABELS[op])
+    return _send([(op, arguments)])[0]
 
 
 class _Catalog:
@@ -125,7 +279,7 @@ class _Catalog:
             raise ValueError(f"catalog.search(): query longer than {_MAX_QUERY_CHARS} characters")
         if type(limit) is not int or not 1 <= limit <= _MAX_LIMIT:
             raise ValueError(f"catalog.search(): limit must be an int from 1 to {_MAX_LIMIT}")
-        return _host(_SEARCH, "catalog.search", {"query": query, "limit": limit})  # type: ignore[no-any-return]
+        return _host(_SEARCH, {"query": query, "limit": limit})  # type: ignore[no-any-return]
 
     def describe(self, *idents: Any) -> str:
         """The typed stub (signature, types, docstring) of these tools, by identifier or
@@ -136,7 +290,7 @@ class _Catalog:
             raise TypeError("catalog.describe(*idents): give tool identifiers (strings)")
         if len(idents) > _MAX_DESCRIBE:
             raise ValueError(f"catalog.describe(): at most {_MAX_DESCRIBE} tools at a time")
-        return _host(_DESCRIBE, "catalog.describe", {"idents": list(idents)})  # type: ignore[no-any-return]
+        return _host(_DESCRIBE, {"idents": list(idents)})  # type: ignore[no-any-return]
 
 
 catalog = _Catalog()
