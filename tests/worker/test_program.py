@@ -117,8 +117,10 @@ def test_compiler_warnings_go_to_the_programs_stderr() -> None:
     )
     assert result.value == 1
     assert printed == [
-        ('<program>:2: SyntaxWarning: "is" with a literal. Did you mean "=="?\n  if x is 1:\n',
-         sys.stderr)
+        (
+            '<program>:2: SyntaxWarning: "is" with a literal. Did you mean "=="?\n  if x is 1:\n',
+            sys.stderr,
+        )
     ]
 
 
@@ -246,3 +248,34 @@ def test_where_no_thread_can_start_the_program_runs_on_the_callers(
     monkeypatch.setattr(_thread, "start_new_thread", refused)
     assert run("import threading\nthreading.current_thread() is threading.main_thread()").ok
     assert run("x = 2\nx * 21").value == 42
+
+
+def test_where_no_thread_can_start_a_programs_thread_fails_naming_the_fix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import _thread
+
+    def refused(*args: Any) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(_thread, "start_new_thread", refused)
+    result = run("import _thread\n_thread.start_new_thread(print, ())")
+    assert result.kind == "exception"
+    assert "can't start new thread" in result.detail
+    assert "refuses new threads" in result.detail and "parallel(" in result.detail
+    # Caught by the program: nothing to add; a thread refused elsewhere: no note.
+    assert (
+        run(
+            "import _thread\ntry:\n    _thread.start_new_thread(print, ())\n"
+            "except RuntimeError:\n    pass\n'ok'"
+        ).value
+        == "ok"
+    )
+    other = run("raise RuntimeError('other')").detail
+    # The runner's own refused start is never the context of the program's errors.
+    assert "refuses new threads" not in other and "can't start new thread" not in other
+
+
+def test_a_refused_thread_gets_no_note_where_threads_can_start() -> None:
+    result = run('raise RuntimeError("can\'t start new thread")')
+    assert result.kind == "exception" and "refuses new threads" not in result.detail

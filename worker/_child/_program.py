@@ -104,6 +104,7 @@ def _run_module(
     ended.acquire()
     box: list[ProgramResult] = []
     limit = sys.getrecursionlimit()
+    single_threaded: list[bool] = []  # set when no thread could be started for the program
 
     def main() -> None:  # the first frame of the program's thread
         try:
@@ -123,6 +124,8 @@ def _run_module(
         except MemoryError as exc:
             box.append(ProgramResult.failure("memory-limit", format_program_error(exc, code)))
         except BaseException as exc:  # noqa: BLE001 - SystemExit etc. are program failures too
+            if single_threaded and _no_thread(exc):
+                exc.add_note(NO_THREADS_NOTE)
             box.append(ProgramResult.failure("exception", format_program_error(exc, code)))
         finally:
             # A program may lower the process's recursion limit; whoever waits for it
@@ -135,10 +138,34 @@ def _run_module(
     except RuntimeError:
         # Where the containment refuses new threads (the keeper's write gate, a host
         # without a tmpfs for the scratch quota), the program runs on this thread, a few
-        # frames deeper than a script's.
+        # frames deeper than a script's; not inside this handler, or the refusal would be
+        # the context of every exception the program raises.
+        single_threaded.append(True)
+    if single_threaded:
         main()
     ended.acquire()
     return box[0] if box else ProgramResult.failure("exception", "the program's thread died")
+
+
+NO_THREADS_NOTE = (
+    "This sandbox refuses new threads (its scratch quota checks each write, which needs a "
+    "single thread). For concurrent tool calls use tools.<name>.map([...]), parallel(...) "
+    "or asyncio.gather(...)."
+)
+"""Added to a program's uncaught "can't start new thread" where the containment refuses
+threads, so the model reads the fix, not only CPython's message."""
+
+
+def _no_thread(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) is CPython's refusal to start a thread."""
+    current: BaseException | None = exc
+    seen: list[BaseException] = []
+    while current is not None and current not in seen and len(seen) < 5:
+        if isinstance(current, RuntimeError) and "can't start new thread" in str(current):
+            return True
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def format_program_error(exc: BaseException, code: str) -> str:
