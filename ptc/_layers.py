@@ -19,6 +19,7 @@ from ._schema import strict_schema
 from ._tools import ToolDefinition
 
 __all__ = (
+    "DISCOVERY_MODES",
     "MODES",
     "PROFILES",
     "Layer",
@@ -29,8 +30,6 @@ __all__ = (
     "ToolView",
     "Discovery",
     "DiscoveryMode",
-    "check_code_options",
-    "check_discovery",
     "mcp_output_schema",
     "model_spec",
     "names_of",
@@ -119,26 +118,6 @@ def names_of(names: Iterable[str], label: str) -> frozenset[str]:
     if not all(isinstance(n, str) for n in out):
         raise UsageError(f"{label}= takes tool names (strings)")
     return frozenset(out)
-
-
-def check_code_options(profile: object, limits: object) -> None:
-    """The code options a runtime or ``present_as`` may take."""
-    if profile is not None and profile not in PROFILES:
-        raise ConfigurationError(f"profile must be one of {PROFILES}, got {profile!r}")
-    if limits is not None and not isinstance(limits, Limits):
-        raise UsageError("limits must be ptc.Limits")
-
-
-def check_discovery(discovery: object, inline_tokens: object, pin: object) -> None:
-    """The discovery options ``present_as`` may take (``None``: not declared here)."""
-    if discovery is not None and discovery not in DISCOVERY_MODES:
-        raise ConfigurationError(f"discovery must be one of {DISCOVERY_MODES}, got {discovery!r}")
-    if inline_tokens is not None and (
-        type(inline_tokens) is not int or not 0 <= inline_tokens <= 10_000_000
-    ):
-        raise ConfigurationError(f"inline_tokens must be an int >= 0, got {inline_tokens!r}")
-    if pin is not None:
-        names_of(pin, "pin")  # type: ignore[arg-type]
 
 
 def model_spec(

@@ -1,26 +1,42 @@
 """Paused runs as code mode keeps them: the record of a run suspended on a deferred approval,
-the ``SUSPENDED`` result it gives, and finding it again by token or by call id.
+the ``SUSPENDED`` result it gives, finding it again by token or by call id, and resuming it.
 
 :class:`Pauses` is code mode's side of the suspension store: it writes the record when a
 run pauses (:meth:`Pauses.record`), answers a ``run_code`` call that re-calls a paused call
 id with the same ``SUSPENDED`` result without running anything (:meth:`Pauses.check`: an
 agent framework that re-runs its tool on resume), and finds or takes a paused run by call
 id or token (for ``scope.suspension``, ``scope.discard_suspension`` and ``scope.resume``).
+
+Resuming (:meth:`Pauses.resume`) calls ``run_code`` again with the paused call's id and
+program; the :class:`~ptc._replay.Replay` that answers its earlier calls reaches the body
+through a context variable, set around that call and consumed by it
+(:meth:`Pauses.replay_for`).
 """
 
 from __future__ import annotations
 
+import contextvars
 import time
 
 from ._body import BodyFailure
-from ._errors import SuspensionError
+from ._decisions import ApprovalAnswer
+from ._errors import ClosedError, SuspensionError, UsageError
 from ._events import logger
-from ._json import FrozenDict, thaw
-from ._replay import RunSuspended
+from ._json import JSON, FrozenDict, thaw
+from ._prompt import RUN_CODE
+from ._replay import Replay, RunSuspended
+from ._results import ToolResult
+from ._scopes import Scope
 from ._suspensions import Suspension, SuspensionStore, new_token
-from ._tools import ToolExecution
+from ._tools import ToolContext, ToolExecution
 
 __all__ = ("Pauses", "suspended_failure")
+
+_RESUME_ANSWERS: tuple[ApprovalAnswer, ...] = ("allowed-once", "rejected", "cancelled")
+# The replay a resumed run_code body picks up: set around the resumed call, consumed by it.
+_REPLAY: contextvars.ContextVar[tuple[str, Replay] | None] = contextvars.ContextVar(
+    "ptc_replay", default=None
+)
 
 
 class Pauses:
@@ -28,6 +44,11 @@ class Pauses:
 
     def __init__(self, store: SuspensionStore) -> None:
         self.store = store
+        self._closed = False
+
+    def close(self) -> None:
+        """The runtime closed: nothing resumes any more (the records stay in the store)."""
+        self._closed = True
 
     async def record(
         self,
@@ -72,11 +93,16 @@ class Pauses:
         await self.store.save(suspension)
         return suspended_failure(suspension)
 
-    def check(self, scope_path: str, call_id: str, arguments: FrozenDict) -> None:
-        """Raise the same ``SUSPENDED`` result when ``call_id`` paused this program in this
-        scope (nothing runs: no worker, no tool, no approver)."""
+    def check(self, arguments: FrozenDict, context: ToolContext) -> None:
+        """Raise the same ``SUSPENDED`` result when this ``run_code`` call's id paused this
+        program in this scope (nothing runs: no worker, no tool, no approver). A resumed
+        call (its replay set) runs."""
+        scope = context.execution.scope
+        if _REPLAY.get() is not None or not isinstance(scope, Scope):
+            return
+        call_id = context.execution.call_id
         try:
-            found = self.store.find(scope_path, call_id)
+            found = self.store.find(scope.path, call_id)
         except SuspensionError:
             logger.exception("run_code %s: its suspension record is unreadable; runs", call_id)
             return
@@ -91,6 +117,36 @@ class Pauses:
         """Remove and return the paused run named by ``key``: a call id, else a token."""
         found = self.store.find(scope_path, key)
         return await self.store.take(found.token if found else key, scope_path)
+
+    async def resume(self, scope: Scope, token: str, answer: ApprovalAnswer) -> ToolResult:
+        """Run a suspended program again in a fresh worker (see ``Scope.resume``)."""
+        if answer not in _RESUME_ANSWERS:
+            raise UsageError(f"answer must be one of {_RESUME_ANSWERS}, got {answer!r}")
+        if self._closed:
+            raise ClosedError("the runtime is closed")
+        suspension = await self.take(scope.path, token)  # a call id names it too
+        replay = Replay(
+            calls=suspension.calls,
+            pending=suspension.pending,
+            answer=answer,
+            resumes=suspension.resumes + 1,
+        )
+        arguments: dict[str, JSON] = {"code": suspension.code}
+        if suspension.description:
+            arguments["description"] = suspension.description
+        reset = _REPLAY.set((suspension.code, replay))
+        try:
+            return await scope.call(RUN_CODE, arguments, call_id=suspension.call_id)
+        finally:
+            _REPLAY.reset(reset)
+
+    @staticmethod
+    def replay_for(code: str) -> Replay | None:
+        """The replay of the resume this ``run_code`` body runs for, if ``code`` is the
+        program it was made for; consumed: a nested ``run_code`` elsewhere starts afresh."""
+        replay = _REPLAY.get()
+        _REPLAY.set(None)
+        return replay[1] if replay is not None and replay[0] == code else None
 
 
 def suspended_failure(suspension: Suspension) -> BodyFailure:

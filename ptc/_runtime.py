@@ -32,8 +32,9 @@ from ._events import (
     describe,
     logger,
 )
-from ._layers import MODES, Mode, check_code_options
+from ._layers import MODES, Mode
 from ._lifetime import CloseHook, Lifetime
+from ._presentation import check_code_options
 from ._scope_tree import ScopeTree
 from ._scopes import ChangeListener, Scope, lineage
 from ._suspensions import SuspensionStore

@@ -101,6 +101,12 @@ class ScopeTree(Generic[S]):
         self._held = 0
         self._pending: list[S] = []
 
+    def code_mode_hooks(self) -> CodeModeHooks[S]:
+        """What scopes ask of code mode (the runtime installs it before any scope asks)."""
+        code_mode = self.code_mode
+        assert code_mode is not None, "the runtime installs code mode"
+        return code_mode
+
     def changed(self, scope: S) -> None:
         self.version += 1
         if self._held:

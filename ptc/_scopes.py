@@ -3,7 +3,10 @@ its model-facing tool list and its calls.
 
 A :class:`Scope` knows nothing of the runtime above it: what the tree shares (the listener
 registry, the approver, the code options, the change counter and the code-mode hooks)
-lives in one :class:`~ptc._scope_tree.ScopeTree` the runtime creates.
+lives in one :class:`~ptc._scope_tree.ScopeTree` the runtime creates. How ``present_as``'s
+options are checked and resolved along the chain is ``_presentation``'s; what a scope asks
+of code mode (its SDK, tool search, paused runs) is the half of its API it inherits from
+:class:`~ptc._scope_code.ScopeCodeMode`.
 """
 
 from __future__ import annotations
@@ -17,9 +20,8 @@ from typing_extensions import Unpack
 
 from worker import Limits, Profile
 
-from ._decisions import ApprovalAnswer
 from ._decorator import ToolOptions, tool_decorator
-from ._errors import ClosedError, ConfigurationError, ScopeError, UsageError
+from ._errors import ClosedError, ScopeError, UsageError
 from ._events import (
     AnyListener,
     DispatchLogListener,
@@ -33,7 +35,6 @@ from ._events import (
 )
 from ._json import JSON, JSONLike
 from ._layers import (
-    MODES,
     Discovery,
     DiscoveryMode,
     Layer,
@@ -41,8 +42,6 @@ from ._layers import (
     ModelFormat,
     Restriction,
     ToolView,
-    check_code_options,
-    check_discovery,
     model_spec,
     names_of,
     visible_tools,
@@ -50,11 +49,12 @@ from ._layers import (
 from ._lifetime import Lifetime
 from ._pipeline import Call, CallSite
 from ._policy import Guard
+from ._presentation import declare, resolved_code_options, resolved_discovery
 from ._results import ToolResult
 from ._scheduler import Scheduler, ToolCall
-from ._scope_tree import CodeModeHooks, ScopeTree
+from ._scope_code import ScopeCodeMode
+from ._scope_tree import ScopeTree
 from ._signals import CancelSignal
-from ._suspensions import Suspension
 from ._tools import RESERVED_NAME, ToolDefinition
 
 __all__ = ("ChangeListener", "Scope", "call_site", "lineage", "subtree")
@@ -63,15 +63,17 @@ ChangeListener: TypeAlias = "Callable[[Scope], object]"
 """A ``tools/change`` listener: a plain function or a coroutine function of the scope."""
 
 
-class Scope:
+class Scope(ScopeCodeMode):
     """A node in the scope tree. Create with ``runtime.scope(name)`` / ``scope.scope(name)``."""
 
     def __init__(self, tree: ScopeTree[Scope], name: str, parent: Scope | None) -> None:
-        self._tree = tree
+        self._tree: ScopeTree[Scope] = tree
         self._name = name
         self._parent = parent
         self._chain: tuple[Scope, ...] = (*parent._chain, self) if parent else (self,)
         self._layer = Layer()
+        layers = parent._layers if parent else ()
+        self._layers: tuple[Layer, ...] = (*layers, self._layer)  # root first, as _chain
         self._children: dict[str, Scope] = {}
         self._disposers: list[Disposer] = []
         self._closed = False
@@ -279,16 +281,16 @@ class Scope:
         self._check_open()
         if self._parent is None:
             raise ScopeError("present_as() is per scope; set ToolRuntime(default_mode=...)")
-        if mode not in MODES:
-            raise ConfigurationError(f"mode must be one of {MODES}, got {mode!r}")
-        layer = self._layer
-        if layer.mode is not None:
-            raise ScopeError(f"{self!r} already presents as {layer.mode!r}")
-        check_code_options(profile, limits)
-        check_discovery(discovery, inline_tokens, pin)
-        layer.mode, layer.profile, layer.limits = mode, profile, limits
-        layer.discovery, layer.inline_tokens = discovery, inline_tokens
-        layer.pin = None if pin is None else tuple(dict.fromkeys(pin))
+        declare(
+            self._layer,
+            self,
+            mode,
+            profile=profile,
+            limits=limits,
+            discovery=discovery,
+            inline_tokens=inline_tokens,
+            pin=pin,
+        )
         self._changed()
 
     # -- reading ------------------------------------------------------------------------
@@ -301,29 +303,11 @@ class Scope:
     def code_options(self) -> tuple[Mode, Profile, Limits]:
         """``(mode, profile, limits)``, each resolved nearest declaration first."""
         tree = self._tree
-        mode: Mode | None = None
-        profile: Profile | None = None
-        limits: Limits | None = None
-        for scope in reversed(self._chain):
-            layer = scope._layer
-            mode = mode or layer.mode
-            profile = profile or layer.profile
-            limits = limits or layer.limits
-        return (mode or tree.default_mode, profile or tree.profile, limits or tree.limits)
+        return resolved_code_options(self._layers, (tree.default_mode, tree.profile, tree.limits))
 
     def discovery(self) -> Discovery:
         """How ``run_code``'s description shows the tools, each option nearest first."""
-        found: dict[str, object] = {}
-        for scope in reversed(self._chain):
-            layer = scope._layer
-            for key, value in (
-                ("mode", layer.discovery),
-                ("inline_tokens", layer.inline_tokens),
-                ("pin", layer.pin),
-            ):
-                if value is not None:
-                    found.setdefault(key, value)
-        return Discovery(**found)  # type: ignore[arg-type]
+        return resolved_discovery(self._layers)
 
     def view(self) -> ToolView:
         """The four-step visibility algorithm (cached until the next change)."""
@@ -336,12 +320,12 @@ class Scope:
         cached = self._cache
         if cached is not None and cached[0] == version:
             return cached[1], cached[2]
-        visible, restrictable = visible_tools([s._layer for s in self._chain])
+        visible, restrictable = visible_tools(self._layers)
         mode = self.code_options()[0]
         if mode != "native":
             # Code mode sees the native tools only: run_code's SDK is built from them.
             natives = MappingProxyType(dict(visible))
-            visible[RESERVED_NAME] = self._code_mode().run_code_tool(self, natives)
+            visible[RESERVED_NAME] = tree.code_mode_hooks().run_code_tool(self, natives)
         frozen = MappingProxyType(visible)
         view = ToolView(
             visible=frozen,
@@ -352,7 +336,7 @@ class Scope:
             scope=self,
             chain=self._chain,
             visible=frozen,
-            guards=tuple(g for s in self._chain for g in s._layer.guards),
+            guards=tuple(g for layer in self._layers for g in layer.guards),
             collapse=mode == "code",
             registry=tree.listeners,
             approver=tree.approver,
@@ -376,37 +360,11 @@ class Scope:
         """
         mode = self.code_options()[0]
         if mode != "native":
-            self._code_mode().ensure_ready(self)
+            self._tree.code_mode_hooks().ensure_ready(self)
         visible = self.view().visible
         if mode == "code":
             visible = {k: v for k, v in visible.items() if k == RESERVED_NAME}
         return [model_spec(d, format, strict=strict) for d in visible.values()]
-
-    def sdk(self, tools: Iterable[str] | None = None) -> str:
-        """The SDK stub (valid Python, type-checkable) of this scope's visible tools, or of
-        the visible ``tools`` named (e.g. for a system prompt); built here if not ready."""
-        names = None if tools is None else names_of(tools, "tools")
-        return self._code_mode().sdk(self, names)
-
-    def search_tools(self, query: str, limit: int = 10) -> list[dict[str, JSON]]:
-        """The visible tools that best match ``query`` (``{"name", "ident", "summary"}``,
-        best first): the ranking ``catalog.search`` gives programs (BM25). Builds the
-        catalog here if it is not ready yet."""
-        if not isinstance(query, str):
-            raise UsageError("search_tools() takes a query string")
-        if type(limit) is not int or limit < 1:
-            raise UsageError(f"limit must be an int >= 1, got {limit!r}")
-        return self._code_mode().search_tools(self, query, limit)
-
-    async def prepare(self) -> None:
-        """Wait until this scope's SDK is built, without blocking the event loop (a no-op
-        for a native scope). ``sdk()``, ``model_tools()`` and ``run_code`` never block after."""
-        await self._code_mode().prepare(self)
-
-    def _code_mode(self) -> CodeModeHooks[Scope]:
-        code_mode = self._tree.code_mode
-        assert code_mode is not None, "the runtime installs code mode"
-        return code_mode
 
     # -- calling ------------------------------------------------------------------------
 
@@ -428,34 +386,6 @@ class Scope:
         """Run a batch under the scheduler's rules; results in submission order."""
         scheduler = Scheduler(self._tree.max_parallel_calls)
         return await scheduler.run(lambda _: self._resolved()[1], calls, signal=signal)
-
-    def suspension(self, call_id: str) -> Suspension | None:
-        """The paused run of the ``run_code`` call ``call_id`` in this scope (``None``: none,
-        or it was resumed, discarded or expired). Its ``token``, ``pending`` call and
-        ``code`` say what awaits a decision; an agent framework knows only its call ids."""
-        return self._code_mode().suspension(self, call_id)
-
-    async def discard_suspension(self, call_id_or_token: str) -> Suspension:
-        """Drop a paused run without resuming it (the host told the model the call was
-        denied some other way): its record is removed and nothing runs. Raises
-        :class:`ptc.SuspensionError` as :meth:`resume` does."""
-        return await self._code_mode().discard(self, call_id_or_token)
-
-    async def resume(self, call_id_or_token: str, answer: ApprovalAnswer) -> ToolResult:
-        """Resume a run that was suspended on a deferred approval (``SUSPENDED``).
-
-        ``call_id_or_token`` is the call id of the paused ``run_code`` call or the
-        suspension's token (``meta["suspension"]["token"]``).
-
-        The same program runs again in a fresh worker: calls that completed before the
-        pause are answered from the record (their tools and policy do not run again), the
-        pending call continues through the pipeline with ``answer`` (``"allowed-once"``,
-        ``"rejected"`` or ``"cancelled"``) in place of the approver, later calls run live.
-        Returns the ``run_code`` result (the original ``call_id``), which may be
-        ``SUSPENDED`` again. Raises :class:`ptc.SuspensionError` for a token that is
-        unknown, expired, resumed already or from another scope.
-        """
-        return await self._code_mode().resume(self, call_id_or_token, answer)
 
     async def run_code(
         self,

@@ -1,13 +1,17 @@
 """The fixed runtime half of every generated worker module.
 
 This file is never imported by the worker: its text after the marker line is copied into
-each generated module (``sdkgen._render.module_runtime_source``), followed by the
-``class tools`` block. It is a real module so that ruff and mypy check it. It runs in the
+each generated module (``sdkgen._render.MODULE_RUNTIME``), followed by the tools' functions
+and the ``tools`` namespace. It is a real module so that ruff and mypy check it. It runs in the
 contained child, so it imports only standard-library modules the zygote has loaded
 (``threading``, ``sys``, ``opcode``, ``collections.abc``; ``warnings`` when a call is never
 awaited). The program sees only ``tools``, ``parallel``, ``catalog`` and ``ToolCallError``;
 every attribute it may touch has a public name, and no public attribute leads to
-``__transport__`` (the restricted profile forbids ``_`` names).
+``__transport__`` (the restricted profile forbids ``_`` names). It stays one file because it
+is one namespace in every generated module: its parts call each other both ways (a call
+becomes an async call, which sends through the batch), and ``_in_async_code`` tells the
+program's frames from its own by ``globals()``; split, they would import each other in a
+cycle, or be reordered, changing every module the children run.
 
 ``catalog.search`` and ``catalog.describe`` travel as calls of the reserved names
 ``catalog:search`` / ``catalog:describe`` (no tool can be named so: ``:`` is outside the

@@ -1,42 +1,32 @@
 """Mount an MCP server's tools into a scope: ptc as an MCP client.
 
 One :class:`Mount` per server: a background task in the runtime's lifetime holds the
-connection (the SDK's transports and sessions must be entered and left in one task), the
-tools are registered in the scope's own layer, and every call goes through the scope's
-pipeline before it reaches the server. The server is hostile until proven otherwise: its
-death, garbage, hangs and odd listings end as tagged results or a clear error at mount
-time, never as an exception inside the host.
+session (:class:`~ptc.mcp._session.ServerSession`), the listed tools become definitions
+(:class:`~ptc.mcp._definitions.ListingBuilder`) registered in the scope's own layer, and
+every call goes through the scope's pipeline before it reaches the server. The server is
+hostile until proven otherwise: its death, garbage, hangs and odd listings end as tagged
+results or a clear error at mount time, never as an exception inside the host.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
 from collections.abc import Callable, Mapping
-from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
 import anyio.to_thread
 import mcp.types as types
-from anyio.abc import TaskStatus
-from mcp import ClientSession, MCPError
-from mcp.client.session import IncomingMessage
-from pydantic import ValidationError
 
 import ptc
 
-from ._convert import (
-    BAD_SCHEMA_POLICIES,
-    BadSchemaPolicy,
-    build_definition,
-    plain_json,
-    tool_return,
-)
-from ._servers import HttpServer, MountError, StdioServer, connection
-from ._wire import REFUSED, REFUSED_PREFIX, REFUSED_SCHEMA, Exchange, ReplyLimits
+from ._convert import BAD_SCHEMA_POLICIES, BadSchemaPolicy, tool_return
+from ._definitions import ListingBuilder
+from ._servers import HttpServer, MountError, StdioServer
+from ._session import ServerSession, describe
+from ._wire import ReplyLimits
 
 __all__ = (
     "DEFAULT_MAX_REPLY_BLOCKS",
@@ -57,7 +47,6 @@ DEFAULT_MAX_REPLY_BLOCKS = 1000
 DEFAULT_MAX_TOOLS = 1000
 """Tools one server may list (each costs the host a definition and the SDK a fragment)."""
 
-_MAX_PAGES = 1000
 _PREFIX = re.compile(r"[A-Za-z0-9_.-]*")
 logger = logging.getLogger("ptc.mcp")
 
@@ -136,22 +125,14 @@ class Mount:
     ) -> None:
         self._scope = scope
         self._server = server
-        self._prefix = prefix
-        self._timeout = timeout_seconds
-        self._policy = on_bad_schema
-        self._limits = limits
-        self._max_tools = max_tools
-        self._session: ClientSession | None = None
-        self._server_info: types.Implementation | None = None
-        self._lost: str | None = None
+        self._session = ServerSession(server, limits, max_tools, self._relisted)
+        self._builder = ListingBuilder(
+            server.label, scope, prefix, on_bad_schema, timeout_seconds, self._body
+        )
         self._registered: dict[str, ptc.Disposer] = {}
         self._skipped: dict[str, str] = {}
         self._notes: dict[str, tuple[str, ...]] = {}
-        self._stop = anyio.Event()
-        self._stopped = anyio.Event()
-        self._relist = anyio.Event()
         self._on_close: ptc.Disposer | None = None
-        self._task_started = False
         self._closed = False
 
     def __repr__(self) -> str:
@@ -182,7 +163,7 @@ class Mount:
     @property
     def server_info(self) -> Mapping[str, ptc.JSON]:
         """The server's ``serverInfo`` (name, version, ...) from the handshake."""
-        info = self._server_info
+        info = self._session.server_info
         if info is None:
             return {}
         return info.model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -190,7 +171,7 @@ class Mount:
     @property
     def connected(self) -> bool:
         """False once the connection is known to be gone (closed, or a call found it dead)."""
-        return self._session is not None and self._lost is None
+        return self._session.connected
 
     # -- lifetime -------------------------------------------------------------------------
 
@@ -198,9 +179,11 @@ class Mount:
         lifetime = self._scope.lifetime
         try:
             with anyio.fail_after(timeout_seconds):
-                tools = await lifetime.start(self._hold, name=f"ptc.mcp {self._server.label}")
+                tools = await lifetime.start(
+                    self._session.hold, name=f"ptc.mcp {self._server.label}"
+                )
         except TimeoutError as exc:
-            self._stop.set()
+            self._session.stop()
             raise MountError(
                 f"MCP server {self._server.label!r} did not start, answer the handshake or list"
                 f" its tools within {timeout_seconds:g} s"
@@ -208,7 +191,7 @@ class Mount:
         except ptc.ClosedError:
             raise
         except Exception as exc:
-            raise MountError(f"MCP server {self._server.label!r}: {_describe(exc)}") from exc
+            raise MountError(f"MCP server {self._server.label!r}: {describe(exc)}") from exc
         try:
             await self._install(tools, strict=True)
         except BaseException:
@@ -225,81 +208,7 @@ class Mount:
         if self._on_close is not None:
             self._on_close()
         self._unregister()
-        self._stop.set()
-        if self._task_started:
-            with anyio.CancelScope(shield=True):
-                await self._stopped.wait()
-
-    # -- the connection task ----------------------------------------------------------------
-
-    async def _hold(self, *, task_status: TaskStatus[list[types.Tool]]) -> None:
-        """Connect, list, hand the listing to :meth:`connect`, then keep the connection and
-        follow ``list_changed`` until :meth:`aclose`."""
-        started = False
-        self._task_started = True
-        try:
-            async with AsyncExitStack() as stack:
-                read, write = await stack.enter_async_context(
-                    connection(self._server, Exchange(self._limits), self._on_lost)
-                )
-                session = await stack.enter_async_context(
-                    ClientSession(read, write, message_handler=self._on_message)
-                )
-                result = await session.initialize()
-                self._server_info = result.server_info
-                tools = await _list_tools(session, self._max_tools)
-                self._session = session
-                task_status.started(tools)
-                started = True
-                async with anyio.create_task_group() as group:
-                    group.start_soon(self._follow_list_changes, session)
-                    await self._stop.wait()
-                    group.cancel_scope.cancel()
-        except Exception as exc:
-            if not started:
-                raise
-            # The server died or the transport broke while it was mounted: calls already
-            # end as TOOL_UNAVAILABLE; this is only the teardown noticing it.
-            logger.debug("MCP server %r: connection ended: %s", self._server.label, exc)
-        finally:
-            self._session = None
-            self._lost = self._lost or "the connection is closed"
-            self._stopped.set()
-
-    def _on_lost(self, reason: str) -> None:
-        if self._lost is None:
-            self._lost = reason
-            logger.warning("MCP server %r is lost: %s", self._server.label, reason)
-
-    async def _on_message(self, message: IncomingMessage) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            self._relist.set()
-        elif isinstance(message, Exception):
-            label = self._server.label
-            logger.warning("MCP server %r sent something unreadable: %s", label, message)
-
-    async def _follow_list_changes(self, session: ClientSession) -> None:
-        while True:
-            await self._relist.wait()
-            self._relist = anyio.Event()
-            try:
-                with anyio.fail_after(30):
-                    tools = await _list_tools(session, self._max_tools)
-            except Exception as exc:
-                logger.warning(
-                    "MCP server %r announced a new tool list but listing it failed: %s",
-                    self._server.label,
-                    _describe(exc),
-                )
-                continue
-            if self._closed or self._scope.closed:
-                return
-            try:
-                await self._install(tools, strict=False)
-            except Exception:  # keep the connection and the tools registered so far
-                logger.exception(
-                    "MCP server %r: re-registering its tools failed", self._server.label
-                )
+        await self._session.aclose()
 
     # -- registration -----------------------------------------------------------------------
 
@@ -313,7 +222,9 @@ class Mount:
         """
         visible = self._scope.view().visible
         definitions, skipped, notes = await anyio.to_thread.run_sync(
-            self._build, tools, strict, visible
+            lambda: self._builder.build(
+                tools, strict=strict, visible=visible, registered=self._registered
+            )
         )
         for mcp_name, why in skipped.items():
             if not strict:
@@ -330,69 +241,16 @@ class Mount:
                 raise
         self._registered, self._skipped, self._notes = registered, skipped, notes
 
-    def _build(
-        self, tools: list[types.Tool], strict: bool, visible: Mapping[str, ptc.ToolDefinition]
-    ) -> tuple[list[ptc.ToolDefinition], dict[str, str], dict[str, tuple[str, ...]]]:
-        """The definitions of ``tools``, and those left out (see :meth:`_install`)."""
-        policy: BadSchemaPolicy = self._policy if strict or self._policy != "raise" else "skip"
-        definitions: list[ptc.ToolDefinition] = []
-        skipped: dict[str, str] = {}
-        notes: dict[str, tuple[str, ...]] = {}
-        seen: set[str] = set()
-        for tool in tools:
-            name = self._prefix + tool.name
-            if tool.name in seen:
-                # The server's fault, not the host's: it follows on_bad_schema.
-                duplicate = f"the server lists {tool.name!r} more than once"
-                if strict and policy == "raise":
-                    raise ptc.ScopeError(f"MCP server {self._server.label!r}: {duplicate}")
-                skipped[f"{tool.name} (again)"] = duplicate
-                continue
-            seen.add(tool.name)
-            if name == "run_code" or (name in visible and name not in self._registered):
-                clash = (
-                    f"cannot mount MCP tool {tool.name!r} of {self._server.label!r} as {name!r}:"
-                    f" {self._scope!r} already has a tool {name!r}"
-                    f" ({_what(visible.get(name))}); mount with another prefix="
-                )
-                if strict:  # the host's choice of names: always an error at mount time
-                    raise ptc.ScopeError(clash)
-                skipped[tool.name] = clash
-                continue
-            refused = [
-                f"tool {name!r}: {key}: {schema[REFUSED_SCHEMA]}"
-                for key, schema in (
-                    ("inputSchema", tool.input_schema),
-                    ("outputSchema", tool.output_schema),
-                )
-                if schema is not None and REFUSED_SCHEMA in schema
-            ]
-            if refused:  # a schema the wire could not carry (see parse_message)
-                if strict and policy != "skip":
-                    raise ptc.SchemaError(refused)
-                skipped[tool.name] = str(ptc.SchemaError(refused))
-                continue
-            try:
-                built = build_definition(
-                    tool,
-                    name=name,
-                    execute=self._body(tool.name, structured=tool.output_schema is not None),
-                    structured=tool.output_schema is not None,
-                    timeout_seconds=self._timeout,
-                    on_bad_schema=policy,
-                )
-            except ValueError as exc:  # "lenient" was not enough
-                if strict:
-                    raise
-                skipped[tool.name] = str(exc)
-                continue
-            if built.definition is None:
-                skipped[tool.name] = built.problem or "not accepted"
-                continue
-            definitions.append(built.definition)
-            if built.notes:
-                notes[name] = built.notes
-        return definitions, skipped, notes
+    async def _relisted(self, tools: list[types.Tool]) -> bool:
+        """The server announced a new tool list (``list_changed``): register it, keeping the
+        tools registered so far if that fails. ``False`` once the mount or scope closed."""
+        if self._closed or self._scope.closed:
+            return False
+        try:
+            await self._install(tools, strict=False)
+        except Exception:  # keep the connection and the tools registered so far
+            logger.exception("MCP server %r: re-registering its tools failed", self._server.label)
+        return True
 
     def _unregister(self) -> None:
         registered, self._registered = self._registered, {}
@@ -403,83 +261,12 @@ class Mount:
     # -- calls ------------------------------------------------------------------------------
 
     def _body(
-        self, mcp_name: str, *, structured: bool
+        self, mcp_name: str, structured: bool
     ) -> Callable[[ptc.FrozenDict, ptc.ToolContext], Any]:
+        session = self._session
+
         async def execute(arguments: ptc.FrozenDict, context: ptc.ToolContext) -> object:
-            result = await self._call(mcp_name, arguments)
+            result = await session.call_tool(mcp_name, arguments)
             return tool_return(result, structured=structured)
 
         return execute
-
-    async def _call(self, mcp_name: str, arguments: ptc.FrozenDict) -> types.CallToolResult:
-        label = self._server.label
-        session = self._session
-        if session is None or self._lost is not None:
-            raise ptc.ToolUnavailable(f"MCP server {label!r} is not connected ({self._lost})")
-        request = types.CallToolRequest(
-            params=types.CallToolRequestParams(name=mcp_name, arguments=plain_json(arguments))
-        )
-        try:
-            # Not session.call_tool: ptc checks the output schema itself (INVALID_OUTPUT),
-            # and a cancelled await here sends notifications/cancelled to the server.
-            return await session.send_request(request, types.CallToolResult)
-        except MCPError as exc:
-            if exc.error.code == types.CONNECTION_CLOSED:
-                self._lost = self._lost or "the server closed the connection"
-                raise ptc.ToolUnavailable(f"MCP server {label!r}: {self._lost}") from exc
-            error = exc.error
-            if error.code == REFUSED and error.message.startswith(REFUSED_PREFIX):
-                raise RuntimeError(
-                    f"MCP server {label!r}: {error.message.removeprefix(REFUSED_PREFIX)}"
-                    " (limits: mount(max_reply_bytes=, max_reply_blocks=))"
-                ) from exc
-            message = f"MCP server {label!r}: error {error.code}: {error.message}"
-            raise RuntimeError(message) from exc
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
-            self._lost = "the connection is broken"
-            raise ptc.ToolUnavailable(f"MCP server {label!r}: {self._lost}") from exc
-        except ValidationError as exc:
-            raise RuntimeError(f"MCP server {label!r} returned an invalid result: {exc}") from exc
-
-
-async def _list_tools(session: ClientSession, max_tools: int) -> list[types.Tool]:
-    """Every page of ``tools/list`` (a server that loops its cursor, or lists more than
-    ``max_tools`` tools, is an error)."""
-    tools: list[types.Tool] = []
-    cursor: str | None = None
-    seen: set[str] = set()
-    for _ in range(_MAX_PAGES):
-        params = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
-        page = await session.list_tools(params=params)
-        tools.extend(page.tools)
-        if len(tools) > max_tools:
-            raise MountError(
-                f"the server lists more than {max_tools:,} tools (max_tools={max_tools:,})"
-            )
-        cursor = page.next_cursor
-        if cursor is None:
-            return tools
-        if cursor in seen:
-            raise MountError(f"tools/list repeats the cursor {cursor!r}")
-        seen.add(cursor)
-    raise MountError(f"tools/list has more than {_MAX_PAGES} pages")
-
-
-def _describe(exc: BaseException) -> str:
-    """One line for an exception, looking inside exception groups for the first real one."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    if isinstance(exc, MCPError) and exc.error.code == types.CONNECTION_CLOSED:
-        return "the server closed the connection (did it exit? its stderr says why)"
-    if isinstance(exc, MCPError) and exc.error.code == REFUSED:
-        return exc.error.message.removeprefix(REFUSED_PREFIX)
-    if isinstance(exc, FileNotFoundError):
-        return f"command not found: {exc.filename or exc}"
-    text = str(exc) or type(exc).__name__
-    return text if isinstance(exc, MountError) else f"{type(exc).__name__}: {text}"
-
-
-def _what(definition: ptc.ToolDefinition | None) -> str:
-    if definition is None:
-        return "reserved"
-    return json.dumps(definition.description[:60])

@@ -237,13 +237,13 @@ async def test_an_unusable_cache_directory_turns_the_disk_cache_off(
 async def test_a_scope_closed_before_its_debounced_flush_is_not_built(
     builds: Builds, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ptc._codemode import CodeMode
+    from ptc._rebuilds import Rebuilds
 
     flushed = anyio.Event()
     failures: list[BaseException] = []
-    flush = CodeMode._flush
+    flush = Rebuilds._flush
 
-    def observed(self: CodeMode) -> None:
+    def observed(self: Rebuilds) -> None:
         try:
             flush(self)
         except BaseException as exc:
@@ -252,7 +252,7 @@ async def test_a_scope_closed_before_its_debounced_flush_is_not_built(
         finally:
             flushed.set()
 
-    monkeypatch.setattr(CodeMode, "_flush", observed)
+    monkeypatch.setattr(Rebuilds, "_flush", observed)
     async with runtime() as rt:
         rt.register(tool("alpha"))
         agent = rt.scope("agent")

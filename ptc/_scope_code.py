@@ -1,0 +1,83 @@
+"""What a scope asks of code mode: its SDK or a subset of it, a search of its tools,
+``prepare``, and its paused runs by call id.
+
+:class:`ScopeCodeMode` is this half of :class:`~ptc._scopes.Scope`'s public API (``Scope``
+inherits it). Each method checks its arguments and asks the runtime's code mode, through
+the :class:`~ptc._scope_tree.CodeModeHooks` of the scope's tree, about this scope; the
+tree is all it needs of the scope.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ._decisions import ApprovalAnswer
+from ._errors import UsageError
+from ._json import JSON
+from ._layers import names_of
+from ._results import ToolResult
+from ._scope_tree import ScopeTree
+from ._suspensions import Suspension
+
+__all__ = ("ScopeCodeMode",)
+
+
+class ScopeCodeMode:
+    """The code-mode half of a scope's API (see the module docstring)."""
+
+    _tree: ScopeTree[Any]
+    """The scope's tree (set by :class:`~ptc._scopes.Scope`)."""
+
+    # -- the SDK and the catalog --------------------------------------------------------
+
+    def sdk(self, tools: Iterable[str] | None = None) -> str:
+        """The SDK stub (valid Python, type-checkable) of this scope's visible tools, or of
+        the visible ``tools`` named (e.g. for a system prompt); built here if not ready."""
+        names = None if tools is None else names_of(tools, "tools")
+        return self._tree.code_mode_hooks().sdk(self, names)
+
+    def search_tools(self, query: str, limit: int = 10) -> list[dict[str, JSON]]:
+        """The visible tools that best match ``query`` (``{"name", "ident", "summary"}``,
+        best first): the ranking ``catalog.search`` gives programs (BM25). Builds the
+        catalog here if it is not ready yet."""
+        if not isinstance(query, str):
+            raise UsageError("search_tools() takes a query string")
+        if type(limit) is not int or limit < 1:
+            raise UsageError(f"limit must be an int >= 1, got {limit!r}")
+        return self._tree.code_mode_hooks().search_tools(self, query, limit)
+
+    async def prepare(self) -> None:
+        """Wait until this scope's SDK is built, without blocking the event loop (a no-op
+        for a native scope). ``sdk()``, ``model_tools()`` and ``run_code`` never block after."""
+        await self._tree.code_mode_hooks().prepare(self)
+
+    # -- paused runs --------------------------------------------------------------------
+
+    def suspension(self, call_id: str) -> Suspension | None:
+        """The paused run of the ``run_code`` call ``call_id`` in this scope (``None``: none,
+        or it was resumed, discarded or expired). Its ``token``, ``pending`` call and
+        ``code`` say what awaits a decision; an agent framework knows only its call ids."""
+        return self._tree.code_mode_hooks().suspension(self, call_id)
+
+    async def discard_suspension(self, call_id_or_token: str) -> Suspension:
+        """Drop a paused run without resuming it (the host told the model the call was
+        denied some other way): its record is removed and nothing runs. Raises
+        :class:`ptc.SuspensionError` as :meth:`resume` does."""
+        return await self._tree.code_mode_hooks().discard(self, call_id_or_token)
+
+    async def resume(self, call_id_or_token: str, answer: ApprovalAnswer) -> ToolResult:
+        """Resume a run that was suspended on a deferred approval (``SUSPENDED``).
+
+        ``call_id_or_token`` is the call id of the paused ``run_code`` call or the
+        suspension's token (``meta["suspension"]["token"]``).
+
+        The same program runs again in a fresh worker: calls that completed before the
+        pause are answered from the record (their tools and policy do not run again), the
+        pending call continues through the pipeline with ``answer`` (``"allowed-once"``,
+        ``"rejected"`` or ``"cancelled"``) in place of the approver, later calls run live.
+        Returns the ``run_code`` result (the original ``call_id``), which may be
+        ``SUSPENDED`` again. Raises :class:`ptc.SuspensionError` for a token that is
+        unknown, expired, resumed already or from another scope.
+        """
+        return await self._tree.code_mode_hooks().resume(self, call_id_or_token, answer)
