@@ -212,10 +212,12 @@ class _Module:
             if len(kind) != 2 or kind.count("null") != 1:
                 return None
             (kind,) = (k for k in kind if k != "null")
-            # The generator reads an enum so as its values, and such a map as
-            # dict[str, Any] | None: those are left to it.
-            if "enum" in keys or (kind == "object" and "additionalProperties" in keys
-                                  and not schema.get("properties")):  # fmt: skip
+            # The generator reads an enum so as its values only, and an object without
+            # properties but with other keywords as dict[str, Any] (with or without
+            # "| None"): those are left to it.
+            if "enum" in keys or (
+                kind == "object" and not schema.get("properties") and keys != {"type"}
+            ):
                 return None
             typed = self._typed(schema, kind, keys, name, depth, item) if kind != "null" else None
             return f"{typed} | None" if typed is not None else None

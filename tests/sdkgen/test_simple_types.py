@@ -322,6 +322,8 @@ def test_an_object_output_is_a_typeddict_and_an_array_of_them_an_alias() -> None
         obj({"a_b": obj({"x": {}}), "aB": obj({"y": {}})}),  # both PInputAB: one is numbered
         obj({"Content-Type": obj({"x": {}})}),  # a model under a key that is no identifier
         obj({"a": {"type": ["object", "null"], "additionalProperties": {"type": "string"}}}),
+        obj({"a": {"type": ["object", "null"], "properties": {}}}),  # dict[str, Any], no None
+        obj({"a": {"type": ["string", "null"], "enum": ["x"]}}),  # Literal['x'], no None
         obj({"a": obj({"x": {}}, additionalProperties={"type": "string"})}),
         obj({"a": obj({"x": {}}, required=["y"])}),
         obj({"a": {"type": "object", "properties": {}, "required": ["y"]}}),
