@@ -34,23 +34,24 @@ _unavailable = False
 def singular_name(name: str) -> str | None:
     """The generator's singular of the class name ``name``, or ``None`` when ``inflect``
     cannot be loaded (the caller then leaves the schema to the generator)."""
-    engine = _inflect_engine()
-    if engine is None:
-        return None
-    singular = engine.singular_noun(name)
+    with _lock:  # one engine for every thread: it is not documented as thread-safe
+        engine = _inflect_engine()
+        if engine is None:
+            return None
+        singular = engine.singular_noun(name)
     return f"{name}{_SUFFIX}" if singular is False else str(singular)
 
 
 def _inflect_engine() -> Any:
+    """The engine (made on first use; the caller holds ``_lock``), or ``None``."""
     global _engine, _unavailable  # noqa: PLW0603 - one engine per process, made lazily
-    with _lock:
-        if _engine is None and not _unavailable:
-            try:
-                module = sys.modules.get("inflect") or _load_private()
-                _engine = module.engine()
-            except Exception:  # noqa: BLE001 - any failure: the generator does the naming
-                _unavailable = True
-        return _engine
+    if _engine is None and not _unavailable:
+        try:
+            module = sys.modules.get("inflect") or _load_private()
+            _engine = module.engine()
+        except Exception:  # noqa: BLE001 - any failure: the generator does the naming
+            _unavailable = True
+    return _engine
 
 
 def _load_private() -> types.ModuleType:

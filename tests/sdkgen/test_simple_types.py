@@ -362,3 +362,19 @@ def test_singular_names_load_no_typeguard_and_leave_the_public_modules_alone() -
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "('PInputRow',) []"
+
+
+def test_without_inflect_arrays_of_objects_go_to_the_generator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sdkgen import _singular
+
+    monkeypatch.setattr(_singular, "_engine", None)
+    monkeypatch.setattr(_singular, "_unavailable", True)
+    _singular.singular_name.cache_clear()
+    try:
+        rows = obj({"rows": {"type": "array", "items": obj({"x": {}})}})
+        assert simple_fragment(rows, None, "P") is None
+        assert simple_fragment(obj({"row": obj({"x": {}})}), None, "P") is not None
+    finally:
+        _singular.singular_name.cache_clear()
