@@ -40,8 +40,20 @@ def functions() -> list[dict[str, Any]]:
     return list(seen.values())
 
 
-def definitions(count: int, *, simple_only: bool = False) -> list[ptc.ToolDefinition]:
-    """``count`` tools: the distinct definitions, then renamed copies of them."""
+# An output schema only the type generator types (a reference), for the cold start of
+# tools whose shapes sdkgen's fast path leaves to it.
+REFERENCING_OUTPUT = {
+    "type": "object",
+    "$defs": {"Count": {"type": "integer", "minimum": 0}},
+    "properties": {"count": {"$ref": "#/$defs/Count"}},
+}
+
+
+def definitions(
+    count: int, *, simple_only: bool = False, output_schema: Any = None
+) -> list[ptc.ToolDefinition]:
+    """``count`` tools: the distinct definitions, then renamed copies of them (with
+    ``simple_only``, only those sdkgen types without the type generator)."""
     from sdkgen._simple_types import simple_fragment
 
     pool = functions()
@@ -61,7 +73,7 @@ def definitions(count: int, *, simple_only: bool = False) -> list[ptc.ToolDefini
                     name=name,
                     description=function["description"],
                     input_schema=schema,
-                    output=ptc.Output({}, compact_json_render),
+                    output=ptc.Output(output_schema or {}, compact_json_render),
                     execute=_unused,
                 )
             )

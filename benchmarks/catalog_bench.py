@@ -10,7 +10,12 @@ tool changes, and search quality, on BFCL definitions.
 - **cold start**: a fresh process with an empty SDK cache (``PTC_CACHE_DIR``): the runtime
   made, the tools registered, ``await scope.prepare()`` and ``model_tools()``; then a tool
   change (one tool hidden) until the new description is there. ``import ptc`` and
-  defining the tools are reported apart.
+  defining the tools are reported apart, and so is the whole from the process's start
+  (the parent's wall clock at launch to the child's when its description is there).
+  Sets: the sample's first tools; the first that sdkgen types without the type generator
+  (``simple``; since nested objects are typed that way too, the same first 10); the
+  sample's first 10 with an output schema only the generator types (``referencing``: a
+  ``$ref``), the cost of shapes the fast path leaves to it.
 - **search quality**: for every distinct tool of the sample, a query of the first few
   content words of its own description (not words of its name; see ``_bfcl``) must find
   it in the top 5. ptc's ranking (SQLite FTS5 BM25) beside ``bm25s`` and ``rank-bm25`` when
@@ -116,9 +121,10 @@ from worker.testing import FakeBackend
 import_ms = (time.perf_counter() - t0) * 1e3
 sys.path.insert(0, sys.argv[1])
 from benchmarks import _bfcl
-count, simple = int(sys.argv[2]), sys.argv[3] == "simple"
+count, kind = int(sys.argv[2]), sys.argv[3]
 t = time.perf_counter()
-definitions = _bfcl.definitions(count, simple_only=simple)
+definitions = _bfcl.definitions(count, simple_only=kind == "simple", output_schema=
+                                _bfcl.REFERENCING_OUTPUT if kind == "referencing" else None)
 define_ms = (time.perf_counter() - t) * 1e3
 
 async def main():
@@ -130,6 +136,7 @@ async def main():
         await runtime.root.prepare()
         (spec,) = runtime.root.model_tools(format="openai")
         prepared_ms = (time.perf_counter() - t) * 1e3
+        ready_wall = time.time()
         scope = runtime.scope("changed")
         await scope.prepare()
         scope.model_tools(format="openai")
@@ -140,7 +147,7 @@ async def main():
         change_ms = (time.perf_counter() - t) * 1e3
         assert changed["function"]["description"] != spec["function"]["description"] or count > 50
     print(json.dumps({"import_ms": import_ms, "define_ms": define_ms,
-                      "prepared_ms": prepared_ms, "change_ms": change_ms,
+                      "prepared_ms": prepared_ms, "change_ms": change_ms, "ready_wall": ready_wall,
                       "discovery": "search" if "catalog.search" in spec["function"]["description"]
                       else "inline"}))
 
@@ -151,19 +158,23 @@ anyio.run(main)
 def measure_cold(repeat: int) -> list[dict[str, Any]]:
     root = Path(__file__).resolve().parent.parent
     rows = []
-    for count, kind in ((10, "sample"), (10, "simple"), (50, "sample"), (1000, "sample")):
+    cases = ((10, "sample"), (10, "simple"), (10, "referencing"), (50, "sample"), (1000, "sample"))
+    for count, kind in cases:
         samples: list[dict[str, Any]] = []
         for _ in range(repeat):
             _stats.progress(f"cold start: {count} tools ({kind})")
             with tempfile.TemporaryDirectory(prefix="ptc-bench-cache-") as cache:
                 env = {**os.environ, "PTC_CACHE_DIR": cache}
+                started = time.time()  # the child reports its wall clock when it is ready
                 out = subprocess.run(
                     [sys.executable, "-c", _COLD, str(root), str(count), kind],
                     capture_output=True, text=True, check=True, env=env, cwd=root,
                 )  # fmt: skip
-            samples.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            sample = json.loads(out.stdout.strip().splitlines()[-1])
+            sample["total_ms"] = (sample.pop("ready_wall") - started) * 1e3
+            samples.append(sample)
         row: dict[str, Any] = {"tools": count, "set": kind, "discovery": samples[0]["discovery"]}
-        for key in ("import_ms", "define_ms", "prepared_ms", "change_ms"):
+        for key in ("import_ms", "define_ms", "prepared_ms", "total_ms", "change_ms"):
             row[key] = sorted(s[key] for s in samples)[len(samples) // 2]
         rows.append(row)
     return rows
@@ -305,9 +316,10 @@ def render(result: dict[str, Any]) -> str:
     if result.get("cold"):
         out.append("\n## Cold start and tool changes (fresh process, empty cache; median)\n\n")
         header = ["Tools", "Set", "Discovery", "import ptc ms", "define ms",
-                  "prepared ms", "tool change ms"]  # fmt: skip
+                  "prepared ms", "from process start ms", "tool change ms"]  # fmt: skip
         rows = [[r["tools"], r["set"], r["discovery"], r["import_ms"], r["define_ms"],
-                 r["prepared_ms"], r["change_ms"]] for r in result["cold"]]  # fmt: skip
+                 r["prepared_ms"], r.get("total_ms", "-"), r["change_ms"]]
+                for r in result["cold"]]  # fmt: skip
         out.append(_stats.markdown_table(header, rows))
     if result.get("search"):
         search = result["search"]

@@ -63,7 +63,7 @@ def build_fragment(
         tree_out = _generate(None, output_schema, prefix, notes)
         body = (tree_in.body if tree_in else []) + (tree_out.body if tree_out else [])
         tree = ast.Module(body=body, type_ignores=[])
-    return _reduce(tree, input_schema, output_schema, prefix, notes)
+    return fragment_from_tree(tree, input_schema, output_schema, prefix, notes)
 
 
 def _properties(schema: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -111,13 +111,16 @@ def _generate(
         return None
 
 
-def _reduce(
+def fragment_from_tree(
     tree: ast.Module | None,
     input_schema: Mapping[str, Any],
     output_schema: Mapping[str, Any] | None,
     prefix: str,
     notes: list[str],
 ) -> TypeFragment:
+    """The fragment of the generator's module ``tree`` (``None``: it failed) for these
+    schemas (as :func:`~sdkgen._dialect.for_typing` made them): its definitions prefixed,
+    opened, widened and re-rendered, only those the signatures reach."""
     typing_names: set[str] = set()
     defs: dict[str, ast.stmt] = {}
     for stmt in tree.body if tree is not None else []:

@@ -68,14 +68,14 @@ def tool(name: str) -> ptc.ToolDefinition:
     return echo_tool(name, input_schema=schema)
 
 
-# A nested object needs the type generator and so the disk cache (simple schemas are typed
-# without either).
-NESTED = {"type": "object", "properties": {"n": {"type": "object", "properties": {
-    "k": {"type": "integer"}}}}}  # fmt: skip
+# A reference needs the type generator and so the disk cache (the common shapes, nested
+# objects included, are typed without either).
+REFERENCING = {"type": "object", "$defs": {"K": {"type": "object", "properties": {
+    "k": {"type": "integer"}}}}, "properties": {"n": {"$ref": "#/$defs/K"}}}  # fmt: skip
 
 
 def cached_tool(name: str) -> ptc.ToolDefinition:
-    return echo_tool(name, input_schema=NESTED)
+    return echo_tool(name, input_schema=REFERENCING)
 
 
 def runtime(**options: Any) -> ptc.ToolRuntime:
