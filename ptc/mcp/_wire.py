@@ -259,9 +259,9 @@ async def guarded(
                 if isinstance(item, SessionMessage) and isinstance(item.message, _REPLIES):
                     method = exchange.answered(item.message.id)
                 item = _checked(item, method, exchange)
-                if method == "tools/list" and isinstance(item, SessionMessage):
-                    listing = item.message
-                    assert isinstance(listing, types.JSONRPCResponse)
+                listing = item.message if isinstance(item, SessionMessage) else None
+                # (A listing refused by its transport is an error reply: nothing to screen.)
+                if method == "tools/list" and isinstance(listing, types.JSONRPCResponse):
                     limit = exchange.limits.max_tools
                     problem = await anyio.to_thread.run_sync(screen_listing, listing.result, limit)
                     item = refusal(listing.id, problem) if problem else item
