@@ -4,8 +4,10 @@ A server is another party's code (DESIGN section 9, "Hostile peers"). Whatever t
 transport, every message between the server and the SDK's ``ClientSession`` passes
 :func:`guarded`: it remembers which request each id belongs to and answers a reply that is
 over its limits with an error in that request's name (the call fails with a clear message,
-the connection stays). The stdio transport (:mod:`ptc.mcp._stdio`) also uses
-:func:`parse_message` and :func:`attributed_id` for lines it reads itself.
+the connection stays). The transports bound each message in bytes and in JSON values
+(:mod:`ptc.mcp._values`) before anything parses it, with the limits :class:`Exchange`
+gives; the stdio transport (:mod:`ptc.mcp._stdio`) also uses :func:`parse_message` and
+:func:`attributed_id` for lines it reads itself.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from mcp.shared.message import SessionMessage
 
 __all__ = (
     "MAX_MESSAGE_BYTES",
+    "MAX_MESSAGE_VALUES",
     "REFUSED",
     "REFUSED_PREFIX",
     "REFUSED_SCHEMA",
@@ -45,6 +48,11 @@ __all__ = (
 MAX_MESSAGE_BYTES: Final = 16 << 20
 """The most one message other than a call's reply may take (a page of a tool list, say:
 1,000 tools of 16 KiB each)."""
+MAX_MESSAGE_VALUES: Final = 250_000
+"""The most JSON values one message other than a call's reply may hold (a page of a tool
+list: 1,000 tools of 250 values each). Each value costs the event loop about a microsecond
+(the parse, the SDK's validation; several for an empty array), so this bounds the stall of
+a listing as ``max_reply_values`` bounds a call's."""
 REFUSED: Final = -32097
 """The JSON-RPC error code of a reply ptc refused on the caller's behalf (its message says
 why); a server sending this code itself only gets a ``TOOL_ERROR`` with its message."""
@@ -65,6 +73,7 @@ class ReplyLimits:
 
     max_reply_bytes: int
     max_reply_blocks: int
+    max_reply_values: int
     max_tools: int
 
 
@@ -96,6 +105,12 @@ class Exchange:
             return self.limits.max_reply_bytes
         return max(MAX_MESSAGE_BYTES, self.limits.max_reply_bytes)
 
+    def value_limit(self, request_id: Any) -> int:
+        """How many JSON values the reply to ``request_id`` may hold."""
+        if self.method(request_id) == "tools/call":
+            return self.limits.max_reply_values
+        return max(MAX_MESSAGE_VALUES, self.limits.max_reply_values)
+
     def too_large(self, request_id: Any, size: int, *, more: bool = False) -> str:
         """Why the reply to ``request_id`` (``size`` bytes, or more) is refused."""
         method = self.method(request_id)
@@ -107,6 +122,22 @@ class Exchange:
         if more:
             return f"{REFUSED_PREFIX}{what} is over {limit} ({size:,} bytes read, the rest dropped)"
         return f"{REFUSED_PREFIX}{what} is {size:,} bytes, over {limit}"
+
+    def too_many_values(self, request_id: Any, values: int, size: int, *, more: bool) -> str:
+        """Why the reply to ``request_id`` (``values`` JSON values counted in its first
+        ``size`` bytes; ``more``: the rest was not read) is refused."""
+        method = self.method(request_id)
+        what = "the reply" if method is None else f"the reply to {method}"
+        if method == "tools/call":
+            limit = f"max_reply_values={self.limits.max_reply_values:,}"
+        else:
+            limit = f"{self.value_limit(request_id):,}"
+        if more:
+            return (
+                f"{REFUSED_PREFIX}{what} holds more JSON values than {limit}"
+                f" ({values:,} in its first {size:,} bytes, the rest dropped)"
+            )
+        return f"{REFUSED_PREFIX}{what} holds {values:,} JSON values, over {limit}"
 
 
 def refusal(request_id: Any, reason: str) -> SessionMessage:
