@@ -12,10 +12,11 @@ gives; the stdio transport (:mod:`ptc.mcp._stdio`) also uses :func:`parse_messag
 
 from __future__ import annotations
 
+import gc
 import json
 import re
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -48,11 +49,13 @@ __all__ = (
 MAX_MESSAGE_BYTES: Final = 16 << 20
 """The most one message other than a call's reply may take (a page of a tool list, say:
 1,000 tools of 16 KiB each)."""
-MAX_MESSAGE_VALUES: Final = 250_000
-"""The most JSON values one message other than a call's reply may hold (a page of a tool
-list: 1,000 tools of 250 values each). Each value costs the event loop about a microsecond
-(the parse, the SDK's validation; several for an empty array), so this bounds the stall of
-a listing as ``max_reply_values`` bounds a call's."""
+MAX_MESSAGE_VALUES: Final = 100_000
+"""The most JSON values one message other than a call's reply may hold: a page of a tool
+list of 1,000 tools of 100 values each (mcp-server-git's tools hold 25 on average,
+mcp-server-time's 55). Each value costs the event loop, with the GIL held, from a fraction
+of a microsecond (a number) to a few (an object or array: the SDK's own validation of the
+result, the cyclic garbage collector), so this bounds the stall of a listing as
+``max_reply_values`` bounds a call's (``benchmarks/results/mcp_hostile.md``)."""
 REFUSED: Final = -32097
 """The JSON-RPC error code of a reply ptc refused on the caller's behalf (its message says
 why); a server sending this code itself only gets a ``TOOL_ERROR`` with its message."""
@@ -153,8 +156,30 @@ def parse_message(data: bytes | bytearray, listing: Callable[[Any], bool]) -> ty
     when it answers a ``tools/list`` request (``listing(id)``), so that :func:`guarded`
     can report its too-deep schemas tool by tool instead of losing the whole list. Raises
     ``ValueError`` saying why it is not a message.
+
+    The cyclic garbage collector is paused meanwhile: a parse makes no cycles, but each
+    collection its allocations set off walks the host's whole heap with the GIL held (a
+    page of 250,000 empty arrays took 230 ms to parse with it, 16 ms without).
     """
-    text = bytes(data).decode("utf-8", "replace")
+    with _collector_paused():
+        return _parsed(bytes(data).decode("utf-8", "replace"), listing)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    # Left as found: another thread may have paused it first (it resumes it), or the host
+    # may run without it.
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _parsed(text: str, listing: Callable[[Any], bool]) -> types.JSONRPCMessage:
     try:
         # Parsed to plain values, then validated: four times faster than validate_json on
         # a reply of many small values (the parser holds the GIL while it runs).

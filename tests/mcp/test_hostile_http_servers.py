@@ -130,12 +130,12 @@ async def test_a_message_of_too_many_values_on_the_event_stream_is_dropped_and_l
 ) -> None:
     # No request waits for the server's own stream (a GET): the refusal is logged, and the
     # calls go on.
-    with hostile_http("--event-values", "300000") as server:
+    with hostile_http("--event-values", "150000") as server:
         await ptc_mcp.mount(agent, server)
         logged = await wait_for(
             lambda: [r.getMessage() for r in caplog.records if "event stream" in r.getMessage()]
         )
-        assert "a message on the server's event stream holds more JSON values than 250,000" in (
+        assert "a message on the server's event stream holds more JSON values than 100,000" in (
             logged[0]
         )
         assert server.url in logged[0]
