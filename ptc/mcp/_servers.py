@@ -141,13 +141,13 @@ class _CappedTransport(httpx2.AsyncBaseTransport):
 
     A ``tools/call`` POST's whole response is bounded at ``max_reply_bytes`` and each
     message in it (the JSON body, or each SSE event) at ``max_reply_values``; any other
-    POST's at the largest message. A GET (the server's event stream, or a stream the SDK
-    resumes after a dropped one) is bounded per SSE event: its bytes by the SDK, its
-    values at :data:`~ptc.mcp._wire.MAX_MESSAGE_VALUES`; a refusal there answers no
-    request, so it is logged (the SDK then reconnects, twice at most). The body is read as
-    MCP sends it, uncompressed UTF-8: a compressed body is refused (ptc asks for
-    ``identity``) and a ``charset`` parameter is dropped, so the bytes counted are the
-    text the SDK parses.
+    POST's at the largest message (:meth:`~ptc.mcp._wire.Exchange.limit`,
+    :meth:`~ptc.mcp._wire.Exchange.value_limit`). A GET (the server's event stream, or a
+    stream the SDK resumes after a dropped one) is bounded per SSE event: its bytes by the
+    SDK, its values as the largest message; a refusal there answers no request, so it is
+    logged (the SDK then reconnects, twice at most). The body is read as MCP sends it,
+    uncompressed UTF-8: a compressed body is refused (ptc asks for ``identity``) and a
+    ``charset`` parameter is dropped, so the bytes counted are the text the SDK parses.
     """
 
     def __init__(self, inner: httpx2.AsyncBaseTransport, exchange: Exchange) -> None:

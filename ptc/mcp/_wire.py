@@ -30,7 +30,7 @@ from mcp.shared.message import SessionMessage
 
 __all__ = (
     "MAX_MESSAGE_BYTES",
-    "MAX_MESSAGE_VALUES",
+    "VALUES_PER_TOOL",
     "REFUSED",
     "REFUSED_PREFIX",
     "REFUSED_SCHEMA",
@@ -49,13 +49,14 @@ __all__ = (
 MAX_MESSAGE_BYTES: Final = 16 << 20
 """The most one message other than a call's reply may take (a page of a tool list, say:
 1,000 tools of 16 KiB each)."""
-MAX_MESSAGE_VALUES: Final = 100_000
-"""The most JSON values one message other than a call's reply may hold: a page of a tool
-list of 1,000 tools of 100 values each (mcp-server-git's tools hold 25 on average,
-mcp-server-time's 55). Each value costs the event loop, with the GIL held, from a fraction
-of a microsecond (a number) to a few (an object or array: the SDK's own validation of the
-result, the cyclic garbage collector), so this bounds the stall of a listing as
-``max_reply_values`` bounds a call's (``benchmarks/results/mcp_hostile.md``)."""
+VALUES_PER_TOOL: Final = 100
+"""The JSON values one message other than a call's reply may hold, per tool the mount
+admits: a page of a tool list of ``max_tools`` tools of 100 values each (100,000 by
+default; mcp-server-git's tools hold 25 on average, mcp-server-time's 55), and never less
+than ``max_reply_values``. Each value costs the event loop, with the GIL held, from a
+fraction of a microsecond (a number) to a few (an object or array: the SDK's own
+validation of the result, the cyclic garbage collector), so this bounds the stall of a
+listing as ``max_reply_values`` bounds a call's (``benchmarks/results/mcp_hostile.md``)."""
 REFUSED: Final = -32097
 """The JSON-RPC error code of a reply ptc refused on the caller's behalf (its message says
 why); a server sending this code itself only gets a ``TOOL_ERROR`` with its message."""
@@ -112,7 +113,7 @@ class Exchange:
         """How many JSON values the reply to ``request_id`` may hold."""
         if self.method(request_id) == "tools/call":
             return self.limits.max_reply_values
-        return max(MAX_MESSAGE_VALUES, self.limits.max_reply_values)
+        return max(VALUES_PER_TOOL * self.limits.max_tools, self.limits.max_reply_values)
 
     def too_large(self, request_id: Any, size: int, *, more: bool = False) -> str:
         """Why the reply to ``request_id`` (``size`` bytes, or more) is refused."""
@@ -134,7 +135,10 @@ class Exchange:
         if method == "tools/call":
             limit = f"max_reply_values={self.limits.max_reply_values:,}"
         else:
-            limit = f"{self.value_limit(request_id):,}"
+            limit = (
+                f"{self.value_limit(request_id):,} ({VALUES_PER_TOOL} per tool of"
+                f" max_tools={self.limits.max_tools:,})"
+            )
         if more:
             return (
                 f"{REFUSED_PREFIX}{what} holds more JSON values than {limit}"

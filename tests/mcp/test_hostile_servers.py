@@ -6,6 +6,7 @@ the next call on the same mount still works, and nothing waits without a bound."
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -178,14 +179,21 @@ async def test_a_reply_within_the_values_limit_passes_whole(
         assert result.value == ("x\n" * (arguments["n"] - 1) + "x" if tool == "blocks" else "x")
 
 
-async def test_a_tool_list_of_too_many_values_is_a_mount_error(agent: ptc.Scope) -> None:
-    # 150,000 zeros in one schema: 300 KB, within a schema's byte limit.
+@pytest.mark.parametrize(("max_tools", "limit"), [(1000, 100_000), (2000, 200_000)])
+async def test_a_tool_list_of_too_many_values_is_a_mount_error(
+    agent: ptc.Scope, max_tools: int, limit: int
+) -> None:
+    # Zeros in one schema (2 bytes each, within a schema's byte limit): 100 values per tool.
     with anyio.fail_after(60), pytest.raises(
-        ptc_mcp.MountError, match="reply to tools/list holds more JSON values than 100,000"
+        ptc_mcp.MountError,
+        match=re.escape(
+            f"reply to tools/list holds more JSON values than {limit:,}"
+            f" (100 per tool of max_tools={max_tools:,})"
+        ),
     ):
-        await ptc_mcp.mount(agent, hostile("values=150000"))
+        await ptc_mcp.mount(agent, hostile(f"values={limit}"), max_tools=max_tools)
     assert agent.view().visible == {}
-    mounted = await ptc_mcp.mount(agent, hostile("values=90000"))
+    mounted = await ptc_mcp.mount(agent, hostile(f"values={limit - 100}"), max_tools=max_tools)
     assert "many_values" in mounted.names
 
 
