@@ -91,7 +91,7 @@ async def test_invalid_utf8_is_replaced_and_the_mount_keeps_working(agent: ptc.S
         ("text", {"mib": 2}, {"max_reply_bytes": MIB}, "over max_reply_bytes=1,048,576"),
         ("image", {"mib": 2}, {"max_reply_bytes": MIB}, "over max_reply_bytes=1,048,576"),
         # The id after the result (some SDKs' key order): found at the end of the line.
-        ("result_first", {"n": 50_000}, {"max_reply_bytes": MIB}, "bytes, over max_reply_bytes"),
+        ("result_first", {"n": 10_000}, {"max_reply_bytes": MIB // 4}, "over max_reply_bytes"),
         ("blocks", {"n": 6}, {"max_reply_blocks": 5}, "6 content blocks, over max_reply_blocks=5"),
         # The probes at their measured sizes, under the default limits.
         ("blocks", {"n": 1001}, {}, "1,001 content blocks, over max_reply_blocks=1,000"),
@@ -261,7 +261,8 @@ async def test_an_oversized_schema_is_refused_before_any_rewrite(
     agent: ptc.Scope, policy: ptc_mcp.BadSchemaPolicy
 ) -> None:
     with anyio.fail_after(60), pytest.raises(ptc.SchemaError, match=r"'huge'.*bytes as JSON"):
-        await ptc_mcp.mount(agent, hostile("schema_mib=2"), on_bad_schema=policy)
+        # Over 1 MiB, within the listing's 100,000 values (2 per property: 78,600).
+        await ptc_mcp.mount(agent, hostile("schema_mib=1.5"), on_bad_schema=policy)
     assert agent.view().visible == {}
 
 
