@@ -38,6 +38,11 @@ ROOT = Path(__file__).resolve().parent.parent
 HOSTILE = ROOT / "tests" / "mcp" / "hostile_server.py"
 RESULTS = ROOT / "benchmarks" / "results"
 BOUND = 90.0  # no probe may take longer; "no answer" is reported instead
+# A table row of 10 columns: 11 JSON values.
+ROW = json.dumps(
+    {"id": 1, "name": "widget", "price": 9.5, "qty": 3, "ok": True, "tag": "a", "note": None,
+     "sku": "X-1", "w": 0.25, "h": 12}, separators=(",", ":"),
+)  # fmt: skip
 
 
 def _rss_mib() -> float:
@@ -196,8 +201,10 @@ def probes(quick: bool) -> dict[str, Callable[[ptc.ToolRuntime, dict[str, Any]],
         "blocks_150k_within_bytes": call_probe("blocks", {"n": int(150_000 * scale)}),
         "structured_1m_zeros_within_bytes": call_probe("structured", {"n": int(1e6 * scale)}),
         # What the default limits let through: the residual stall. 24,993 items make the
-        # reply exactly 25,000 values; empty arrays cost the most per value.
+        # reply exactly 25,000 values; empty arrays cost the most per value; a table of
+        # 2,271 rows of 10 columns (24,988 values) is what a real reply looks like.
         "structured_25k_zeros_at_limit": call_probe("structured", {"n": 24_993}),
+        "structured_25k_table_at_limit": call_probe("structured", {"n": 2_271, "item": ROW}),
         "structured_25k_empty_arrays_at_limit": call_probe(
             "structured", {"n": 24_993, "item": "[]"}
         ),
