@@ -26,9 +26,8 @@ Tools (arguments in brackets):
 Listing kinds: ``tools=N`` (N more tools), ``nested=D`` (a tool whose input schema nests D
 levels), ``schema_mib=M`` (a tool with an M MiB input schema), ``values=N[:ITEM]`` (a tool
 whose input schema holds ``N`` times the JSON value ``ITEM``, ``0`` unless given, in an
-array), ``description`` (a tool whose
-description ends in triple quotes, with backslashes), ``names-json`` (tools with these exact
-names, e.g. ``["evil\\n"]``).
+array), ``description`` (a tool whose description ends in triple quotes, with
+backslashes), ``names-json`` (tools with these exact names, e.g. ``["evil\\n"]``).
 """
 
 from __future__ import annotations
