@@ -30,10 +30,10 @@ from mcp.shared.message import SessionMessage
 
 __all__ = (
     "MAX_MESSAGE_BYTES",
-    "VALUES_PER_TOOL",
     "REFUSED",
     "REFUSED_PREFIX",
     "REFUSED_SCHEMA",
+    "VALUES_PER_TOOL",
     "LARGEST_SCHEMA",
     "ReadStream",
     "WriteStream",
