@@ -31,12 +31,18 @@ import anyio
 import ptc
 from ptc import mcp as ptc_mcp
 
+from ._host import describe, host_facts, load
 from ._hostile_clients import http_disconnect, many_runs, stdio_ctrl_c
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTILE = ROOT / "tests" / "mcp" / "hostile_server.py"
 RESULTS = ROOT / "benchmarks" / "results"
 BOUND = 90.0  # no probe may take longer; "no answer" is reported instead
+# A table row of 10 columns: 11 JSON values.
+ROW = json.dumps(
+    {"id": 1, "name": "widget", "price": 9.5, "qty": 3, "ok": True, "tag": "a", "note": None,
+     "sku": "X-1", "w": 0.25, "h": 12}, separators=(",", ":"),
+)  # fmt: skip
 
 
 def _rss_mib() -> float:
@@ -145,8 +151,16 @@ def call_probe(
 
 
 def mount_probe(
-    *listing: str, names: list[str] | None = None, code: bool = False, **options: Any
+    *listing: str,
+    names: list[str] | None = None,
+    code: bool = False,
+    compile_stub: bool = True,
+    **options: Any,
 ) -> Callable[[ptc.ToolRuntime, dict[str, Any]], Awaitable[None]]:
+    """Mount a server listing ``listing``; ``code``: then present the scope as code and
+    prepare it (and compile the stub, unless not ``compile_stub``: compiling 20,000 tools'
+    stub is the probe's own work, and holds the loop for tens of seconds)."""
+
     async def body(runtime: ptc.ToolRuntime, row: dict[str, Any]) -> None:
         scope = runtime.scope("agent")
         started = time.perf_counter()
@@ -166,11 +180,12 @@ def mount_probe(
             with anyio.move_on_after(10):  # start the SDK build, then close while it runs
                 try:
                     await scope.prepare()
-                    compile(scope.sdk(), "<stub>", "exec")
+                    if compile_stub:
+                        compile(scope.sdk(), "<stub>", "exec")
                 except Exception as exc:  # noqa: BLE001 - the outcome of the probe
                     row["outcome"] += f"; the stub: {type(exc).__name__}: {str(exc)[:80]}"
                 else:
-                    row["outcome"] += "; the stub compiles"
+                    row["outcome"] += "; the stub compiles" if compile_stub else "; prepared"
             row["prepare_s"] = round(time.perf_counter() - started, 2)
 
     return body
@@ -181,19 +196,39 @@ def probes(quick: bool) -> dict[str, Callable[[ptc.ToolRuntime, dict[str, Any]],
     return {
         "bad_utf8": call_probe("bad_utf8", {}),
         "blocks_1m": call_probe("blocks", {"n": int(1_000_000 * scale)}),
-        # The worst case the default limits let through to the parser: 4 MiB of tiny blocks.
+        # Many tiny values within the byte limit (4 MiB of blocks, 2 MB of zeros): refused
+        # by max_reply_values as they are read.
         "blocks_150k_within_bytes": call_probe("blocks", {"n": int(150_000 * scale)}),
+        "structured_1m_zeros_within_bytes": call_probe("structured", {"n": int(1e6 * scale)}),
+        # What the default limits let through: the residual stall. 24,993 items make the
+        # reply exactly 25,000 values; empty arrays cost the most per value; a table of
+        # 2,271 rows of 10 columns (24,988 values) is what a real reply looks like.
+        "structured_25k_zeros_at_limit": call_probe("structured", {"n": 24_993}),
+        "structured_25k_table_at_limit": call_probe("structured", {"n": 2_271, "item": ROW}),
+        "structured_25k_empty_arrays_at_limit": call_probe(
+            "structured", {"n": 24_993, "item": "[]"}
+        ),
+        "meta_25k_zeros_at_limit": call_probe("meta", {"n": 24_990}),
+        "blocks_1000_at_limit": call_probe("blocks", {"n": 1000}),
         "text_100mb_timeout20": call_probe("text", {"mib": 100 * scale}, timeout_seconds=20),
         "never_default_mount": call_probe("never", {}),
         "image_50mb": call_probe("image", {"mib": 50 * scale}),
         "nested_schema_150": mount_probe("nested=150", on_bad_schema="skip"),
         "schema_18mb_lenient": mount_probe(f"schema_mib={18.8 * scale}", on_bad_schema="lenient"),
-        "tools_20k_code_close": mount_probe(f"tools={int(20_000 * scale)}", code=True),
+        # A 15 MB listing of tiny values (within its 16 MiB): refused by its values;
+        # then the most a listing may hold (100,000 values; empty arrays cost the most).
+        "listing_15mb_zeros": mount_probe(f"values={int(7_500_000 * scale)}"),
+        "listing_100k_zeros_at_limit": mount_probe(f"values={int(99_900 * scale)}"),
+        "listing_100k_empty_arrays_at_limit": mount_probe(f"values={int(99_900 * scale)}:[]"),
+        "tools_20k_code_close": mount_probe(
+            f"tools={int(20_000 * scale)}", code=True, compile_stub=False
+        ),
         "name_evil_newline": mount_probe(names=["evil\n"], on_bad_schema="skip"),
         "description_quotes": mount_probe("description", code=True),
-        # After the fix the default max_tools refuses 20,000: raised, to time the close.
+        # After the fix the default max_tools refuses 20,000: raised (the server's own
+        # ten tools included), to time the close.
         "tools_20k_max_tools_raised": mount_probe(
-            f"tools={int(20_000 * scale)}", code=True, max_tools=20_008
+            f"tools={int(20_000 * scale)}", code=True, compile_stub=False, max_tools=20_010
         ),
         "serve_400_runs_64mib": many_runs(int(400 * scale) or 1, 64),
         "http_disconnect_mid_run": http_disconnect(),
@@ -214,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(anyio.run(_measured, table[args.one])))
         return 0
     chosen = args.probe or list(table)
+    machine = host_facts()  # the load average (other work shares the machine) included
     rows: dict[str, dict[str, Any]] = {}
     for name in chosen:
         # One process per probe: its memory growth is its own.
@@ -234,19 +270,25 @@ def main(argv: list[str] | None = None) -> int:
                 rows[name] = {"outcome": f"the probe failed: {done.stderr.strip()[-300:]}",
                               "loop_stall_ms": "", "rss_growth_mib": ""}  # fmt: skip
         print(f"{name:24} {json.dumps(rows[name])}", flush=True)
-    write_results(rows, args.out, "mcp_hostile" + ("_quick" if args.quick else ""))
+    machine["load_average_at_end"] = load()
+    write_results(rows, args.out, "mcp_hostile" + ("_quick" if args.quick else ""), machine)
     return 0
 
 
-def write_results(rows: dict[str, dict[str, Any]], out: Path, stem: str) -> None:
-    """``<stem>.json`` (the rows as measured) and ``<stem>.md`` (a table: the extra
-    figures of a probe go to its outcome; the server's command line is left out)."""
+def write_results(
+    rows: dict[str, dict[str, Any]], out: Path, stem: str, machine: dict[str, Any]
+) -> None:
+    """``<stem>.json`` (the rows as measured, and the machine) and ``<stem>.md`` (the
+    machine and its load, then a table: the extra figures of a probe go to its outcome; the
+    server's command line is left out)."""
     out.mkdir(parents=True, exist_ok=True)
-    payload = {"python": sys.version.split()[0], "max_rss_kib": _maxrss(), "rows": rows}
+    payload = {"python": sys.version.split()[0], "max_rss_kib": _maxrss(), "machine": machine,
+               "rows": rows}  # fmt: skip
     (out / f"{stem}.json").write_text(json.dumps(payload, indent=2) + "\n")
     columns = ["probe", "outcome", "call/mount s", "loop stall ms", "RSS growth MiB", "next call",
                "close s"]  # fmt: skip
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines = [f"Host: {describe(machine)}", ""]
+    lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     shown = {"call_s", "mount_s", "outcome", "loop_stall_ms", "rss_growth_mib", "next_call",
              "close_s", "total_s"}  # fmt: skip
     for name, row in rows.items():

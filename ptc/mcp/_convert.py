@@ -151,7 +151,8 @@ def tool_return(result: types.CallToolResult, *, structured: bool) -> object:
     text = "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
     if result.is_error:
         raise RuntimeError(text or "the MCP server reported an error without a message")
-    value: object = plain_json(result.structured_content) if structured else text
+    # The parser made structuredContent of plain JSON values; the pipeline freezes a copy.
+    value: object = result.structured_content if structured else text
     if not content:
         return value
     return ptc.ToolReturn(value, content)

@@ -31,6 +31,7 @@ from ._wire import ReplyLimits
 __all__ = (
     "DEFAULT_MAX_REPLY_BLOCKS",
     "DEFAULT_MAX_REPLY_BYTES",
+    "DEFAULT_MAX_REPLY_VALUES",
     "DEFAULT_MAX_TOOLS",
     "DEFAULT_TIMEOUT_SECONDS",
     "Mount",
@@ -44,6 +45,17 @@ DEFAULT_MAX_REPLY_BYTES = 4 << 20
 SDK's own limit on a request to a server is the same 4 MiB)."""
 DEFAULT_MAX_REPLY_BLOCKS = 1000
 """One reply's content blocks."""
+DEFAULT_MAX_REPLY_VALUES = 25_000
+"""One reply's JSON values (every object, array, string, number, true, false and null in
+it), counted on its bytes before anything parses it. It admits a 4 MiB text (8 values),
+1,000 text blocks (3,005), 1,000 resource links with annotations (14,005), a table of
+2,000 rows of 10 columns as ``structuredContent`` beside its JSON text (22,010) or of
+3,000 rows of 7; about a model's whole context, as a value is a token or more. Each value
+costs the host's event loop, with the GIL held, from a fraction of a microsecond (a number)
+to a few (an empty array: copied by the SDK's validation, frozen by the pipeline, walked by
+the garbage collector): this bounds how long one reply can stall it. At the limit, on two
+shared cores: 14-31 ms for zeros or a table, up to 0.22 s for 25,000 empty arrays
+(``benchmarks/results/mcp_hostile.md``)."""
 DEFAULT_MAX_TOOLS = 1000
 """Tools one server may list (each costs the host a definition and the SDK a fragment)."""
 
@@ -61,6 +73,7 @@ async def mount(
     connect_timeout_seconds: float = 30,
     max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     max_reply_blocks: int = DEFAULT_MAX_REPLY_BLOCKS,
+    max_reply_values: int = DEFAULT_MAX_REPLY_VALUES,
     max_tools: int = DEFAULT_MAX_TOOLS,
 ) -> Mount:
     """Connect to ``server``, list its tools and register them in ``scope``'s own layer.
@@ -68,9 +81,11 @@ async def mount(
     Names are ``prefix`` + the MCP name; one that is already visible in ``scope`` is a
     ``ValueError`` naming both. ``timeout_seconds`` is each call's ``timeout_seconds``
     (``TIMEOUT``; ``None``: no limit); ``connect_timeout_seconds`` bounds start, handshake
-    and listing. A reply over ``max_reply_bytes`` or ``max_reply_blocks`` fails its call
-    (``TOOL_ERROR`` saying which limit); a server listing more than ``max_tools`` tools is a
-    :class:`MountError`. ``on_bad_schema``: see :func:`ptc.mcp._convert.build_definition`.
+    and listing. A reply over ``max_reply_bytes``, ``max_reply_blocks`` or
+    ``max_reply_values`` (JSON values, counted on its bytes before anything parses it)
+    fails its call (``TOOL_ERROR`` saying which limit); a server listing more than
+    ``max_tools`` tools is a :class:`MountError`. ``on_bad_schema``: see
+    :func:`ptc.mcp._convert.build_definition`.
     The mount closes with the runtime, or earlier with ``await mount.aclose()``. Raises
     :class:`MountError` when the server cannot be started, reached or listed. The runtime
     must be entered.
@@ -98,13 +113,14 @@ async def mount(
     for label, count in (
         ("max_reply_bytes", max_reply_bytes),
         ("max_reply_blocks", max_reply_blocks),
+        ("max_reply_values", max_reply_values),
         ("max_tools", max_tools),
     ):
         if isinstance(count, bool) or not isinstance(count, int):
             raise ptc.UsageError(f"{label} must be an int")
         if count < 1:
             raise ptc.ConfigurationError(f"{label} must be at least 1, got {count!r}")
-    limits = ReplyLimits(max_reply_bytes, max_reply_blocks, max_tools)
+    limits = ReplyLimits(max_reply_bytes, max_reply_blocks, max_reply_values, max_tools)
     mounted = Mount(scope, server, prefix, timeout_seconds, on_bad_schema, limits, max_tools)
     await mounted.connect(connect_timeout_seconds)
     return mounted

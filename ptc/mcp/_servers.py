@@ -1,17 +1,19 @@
 """Where an MCP server is: started over stdio, or reached over streamable HTTP, and the
 transport that connects to each (ptc's own for stdio, the SDK's for HTTP with its response
-bodies bounded), behind :func:`ptc.mcp._wire.guarded`."""
+bodies bounded in bytes and JSON values), behind :func:`ptc.mcp._wire.guarded`."""
 
 from __future__ import annotations
 
 import json
+import logging
 import shlex
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Final, NamedTuple, TextIO
 
+import anyio.lowlevel
 import httpx2
 from mcp.client.streamable_http import streamable_http_client
 
@@ -23,9 +25,12 @@ from mcp.shared.message import SessionMessage
 import ptc
 
 from ._stdio import stdio_transport
-from ._wire import Exchange, ReadStream, WriteStream, guarded
+from ._values import JsonValues, SseValues
+from ._wire import REFUSED_PREFIX, Exchange, ReadStream, WriteStream, guarded
 
 __all__ = ("HttpServer", "MountError", "StdioServer", "connection", "http", "stdio")
+
+logger = logging.getLogger("ptc.mcp")
 
 
 class MountError(ptc.PtcError, ConnectionError):
@@ -107,7 +112,8 @@ async def connection(
             )
         else:
             client = httpx2.AsyncClient(
-                headers=dict(server.headers) if server.headers else None,
+                # Uncompressed: the limits count the bytes the SDK parses.
+                headers={"Accept-Encoding": "identity", **(server.headers or {})},
                 # The SDK's defaults: 30 s to connect or write, 300 s to read (SSE streams).
                 timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
                 transport=_CappedTransport(httpx2.AsyncHTTPTransport(), exchange),
@@ -123,15 +129,26 @@ async def connection(
         yield await stack.enter_async_context(guarded(*streams, exchange))
 
 
-class _TooLarge(httpx2.SSEError, httpx2.StreamError):
-    """A response body over its limit. Both an ``SSEError`` and a ``StreamError``: the SDK's
-    HTTP transport turns either into an error reply for the request (naming this text)."""
+class _Refused(httpx2.SSEError, httpx2.StreamError):
+    """A response body ptc will not hand the SDK (over a limit, or compressed). Both an
+    ``SSEError`` and a ``StreamError``: the SDK's HTTP transport turns either into an error
+    reply for the request (naming this text)."""
 
 
 class _CappedTransport(httpx2.AsyncBaseTransport):
-    """An HTTP transport whose response bodies are bounded: a ``tools/call`` POST's at
-    ``max_reply_bytes``, any other POST's at the largest message; a GET (the server's
-    notification stream) only per SSE event, by the SDK."""
+    """An HTTP transport whose response bodies are bounded in bytes and in JSON values
+    (:mod:`ptc.mcp._values`), each chunk checked before the SDK sees it.
+
+    A ``tools/call`` POST's whole response is bounded at ``max_reply_bytes`` and each
+    message in it (the JSON body, or each SSE event) at ``max_reply_values``; any other
+    POST's at the largest message (:meth:`~ptc.mcp._wire.Exchange.limit`,
+    :meth:`~ptc.mcp._wire.Exchange.value_limit`). A GET (the server's event stream, or a
+    stream the SDK resumes after a dropped one) is bounded per SSE event: its bytes by the
+    SDK, its values as the largest message; a refusal there answers no request, so it is
+    logged (the SDK then reconnects, twice at most). The body is read as MCP sends it,
+    uncompressed UTF-8: a compressed body is refused (ptc asks for ``identity``) and a
+    ``charset`` parameter is dropped, so the bytes counted are the text the SDK parses.
+    """
 
     def __init__(self, inner: httpx2.AsyncBaseTransport, exchange: Exchange) -> None:
         self._inner = inner
@@ -139,47 +156,122 @@ class _CappedTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await self._inner.handle_async_request(request)
-        if request.method != "POST":
-            return response
-        method = request_id = None
-        with suppress(ValueError, TypeError, httpx2.RequestNotRead):
-            body = json.loads(request.content)
-            method, request_id = body.get("method"), body.get("id")
-        if method is None or request_id is None:
-            return response
-        limit = self._exchange.limits.max_reply_bytes if method == "tools/call" else None
+        if request.method == "GET":
+            bounds = self._event_stream(str(request.url))
+        elif request.method == "POST":
+            method = request_id = None
+            with suppress(ValueError, TypeError, AttributeError, httpx2.RequestNotRead):
+                body = json.loads(request.content)
+                method, request_id = body.get("method"), body.get("id")
+            if method is None or request_id is None:
+                return response  # a notification, or a reply of ours: nothing comes back
+            bounds = self._reply(method, request_id)
+        else:
+            return response  # DELETE: the session's end, nothing parsed
+        headers = httpx2.Headers(response.headers)
+        media, _, parameters = headers.get("content-type", "").partition(";")
+        if parameters:
+            headers["content-type"] = media  # MCP is UTF-8; no charset may say otherwise
+        encoding = headers.get("content-encoding", "identity").strip().lower()
+        compressed = None
+        if encoding not in ("", "identity"):
+            compressed = (
+                f"{REFUSED_PREFIX}the server compressed its response ({encoding}); ptc reads"
+                " MCP responses uncompressed (it asks for Accept-Encoding: identity)"
+            )
         stream = _CappedStream(
             response.stream,  # type: ignore[arg-type]
-            limit or self._exchange.limit(None),
-            lambda size: self._exchange.too_large(request_id, size, more=True),
+            bounds,
+            sse=media.strip().lower() == "text/event-stream",
+            refused=compressed,
         )
         return httpx2.Response(
             response.status_code,
-            headers=response.headers,
+            headers=headers,
             stream=stream,
             extensions=response.extensions,
             request=request,
         )
 
+    def _reply(self, method: str, request_id: object) -> _Bounds:
+        exchange = self._exchange
+        call = method == "tools/call"
+        return _Bounds(
+            exchange.limits.max_reply_bytes if call else exchange.limit(None),
+            exchange.limits.max_reply_values if call else exchange.value_limit(None),
+            lambda size: exchange.too_large(request_id, size, more=True),
+            lambda values, size: exchange.too_many_values(request_id, values, size, more=True),
+        )
+
+    def _event_stream(self, url: str) -> _Bounds:
+        limit = self._exchange.value_limit(None)
+
+        def too_many_values(values: int, size: int) -> str:
+            return (
+                f"{REFUSED_PREFIX}a message on the server's event stream holds more JSON"
+                f" values than {limit:,} ({values:,} in its first {size:,} bytes, the rest"
+                " dropped)"
+            )
+
+        return _Bounds(None, limit, lambda size: "", too_many_values, unanswered=url)
+
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+class _Bounds(NamedTuple):
+    """What one response body may hold, and why it is refused when it holds more."""
+
+    max_bytes: int | None  # the whole body's; None: per SSE event, by the SDK
+    max_values: int  # one message's: the JSON body's, or one SSE event's
+    too_large: Callable[[int], str]  # (the limit) -> why
+    too_many_values: Callable[[int, int], str]  # (values, bytes read) -> why
+    unanswered: str | None = None  # no request hears of a refusal: logged, naming this URL
 
 
 class _CappedStream(httpx2.AsyncByteStream):
     def __init__(
-        self, inner: httpx2.AsyncByteStream, limit: int, why: Callable[[int], str]
+        self, inner: httpx2.AsyncByteStream, bounds: _Bounds, *, sse: bool, refused: str | None
     ) -> None:
         self._inner = inner
-        self._limit = limit
-        self._why = why
+        self._bounds = bounds
+        self._sse = sse
+        self._refused = refused
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._checked():
+                yield chunk
+        except _Refused as exc:
+            if self._bounds.unanswered is not None:
+                reason = str(exc).removeprefix(REFUSED_PREFIX)
+                logger.warning("MCP server at %s: %s", self._bounds.unanswered, reason)
+            raise
+
+    async def _checked(self) -> AsyncIterator[bytes]:
+        if self._refused is not None:
+            raise _Refused(self._refused)
+        bounds = self._bounds
+        counter = SseValues() if self._sse else JsonValues()
+        # SSE costs a Python step per line: smaller pieces keep each one short.
+        piece_size = _SSE_PIECE if self._sse else _PIECE
         size = 0
         async for chunk in self._inner:
             size += len(chunk)
-            if size > self._limit:
-                raise _TooLarge(self._why(self._limit))
+            if bounds.max_bytes is not None and size > bounds.max_bytes:
+                raise _Refused(bounds.too_large(bounds.max_bytes))
+            for start in range(0, len(chunk), piece_size):
+                if start:
+                    await anyio.lowlevel.checkpoint()  # the loop runs between pieces
+                counter.feed(chunk[start : start + piece_size])
+            values = counter.largest if isinstance(counter, SseValues) else counter.values
+            if values > bounds.max_values:
+                raise _Refused(bounds.too_many_values(values, size))
             yield chunk
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+_PIECE: Final = 1 << 16  # of a JSON body counted at a time (a millisecond or two at most)
+_SSE_PIECE: Final = 1 << 13  # of an event stream (a few milliseconds at most)

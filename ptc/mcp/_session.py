@@ -171,7 +171,7 @@ class ServerSession:
             if error.code == REFUSED and error.message.startswith(REFUSED_PREFIX):
                 raise RuntimeError(
                     f"MCP server {label!r}: {error.message.removeprefix(REFUSED_PREFIX)}"
-                    " (limits: mount(max_reply_bytes=, max_reply_blocks=))"
+                    " (limits: mount(max_reply_bytes=, max_reply_blocks=, max_reply_values=))"
                 ) from exc
             message = f"MCP server {label!r}: error {error.code}: {error.message}"
             raise RuntimeError(message) from exc

@@ -5,17 +5,20 @@ ends its reader, which then drains stdout in a shielded loop for as long as the 
 lives, without ever closing the session's stream, so every call hangs (DESIGN section 9,
 "Hostile peers"). It also joins a long line's chunks quadratically and parses each line on
 the event loop. This transport reads bytes in linear time, decodes leniently (invalid UTF-8
-becomes U+FFFD), keeps at most :meth:`Exchange.limit` bytes of a line (the rest is counted
-and dropped, and the request it answers gets a refusal), parses large lines in a worker
-thread, and on any failure of its own closes the session's stream with a logged reason, so
-calls end ``TOOL_UNAVAILABLE`` instead of hanging. Shutdown follows the SDK's order: stdin
-closed, a grace period, then the server's whole process group terminated and killed.
+becomes U+FFFD), keeps at most :meth:`Exchange.limit` bytes and
+:meth:`Exchange.value_limit` JSON values of a line, counted as its pieces arrive (the rest
+is counted and dropped, and the request it answers gets a refusal), parses large lines in
+a worker thread, and on any failure of its own closes the session's stream with a logged
+reason, so calls end ``TOOL_UNAVAILABLE`` instead of hanging. Shutdown follows the SDK's
+order: stdin closed, a grace period, then the server's whole process group terminated and
+killed.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -23,12 +26,14 @@ from contextlib import asynccontextmanager, suppress
 from typing import Final
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 from anyio.abc import ByteReceiveStream, Process
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
+from ._values import JsonValues
 from ._wire import REFUSED_PREFIX, Exchange, attributed_id, parse_message, refusal
 
 __all__ = ("stdio_transport",)
@@ -37,6 +42,7 @@ logger = logging.getLogger("ptc.mcp")
 
 _CHUNK: Final = 1 << 16
 _PARSE_HERE_MAX: Final = 1 << 16  # larger lines are parsed in a worker thread
+_BLANKS: Final = re.compile(rb"[ \t\r\n]*")
 _EDGE: Final = 4096  # bytes kept of each end of a line too large to keep
 _EXIT_GRACE: Final = 2.0  # after stdin closes, as the SDK (and the MCP spec's shutdown)
 _TERM_GRACE: Final = 2.0  # after SIGTERM, before SIGKILL
@@ -121,8 +127,12 @@ class _Reader:
         self._exchange = exchange
         self._lost = lost
         self._line = bytearray()
-        self._limit: int | None = None  # of the line being read, once it passes the reply cap
+        self._values = JsonValues()  # of the line being read
+        # (bytes, values) the line being read may hold, once it passes a reply limit.
+        self._limit: tuple[int, int] | None = None
         self._dropped = 0  # bytes of the line not kept (it is over its limit)
+        # Why it was dropped: (values counted, in so many bytes), or None: its bytes.
+        self._over_values: tuple[int, int] | None = None
         self._head = b""
         self._tail = bytearray()
         self._refused = False  # the line being dropped was already answered for
@@ -145,11 +155,21 @@ class _Reader:
                 except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                     break
                 start = 0
-                while (end := chunk.find(b"\n", start)) >= 0:
+                while True:
+                    if not self._line and not self._dropped:
+                        # Blank lines (and a line's leading space) change nothing: skipped
+                        # at once, so a flood of them costs no Python step per line.
+                        start = _BLANKS.match(chunk, start).end()  # type: ignore[union-attr]
+                    end = chunk.find(b"\n", start)
+                    if end < 0:
+                        break
                     await self._take(chunk, start, end)
                     await self._line_done()
                     start = end + 1
                 await self._take(chunk, start, len(chunk))
+                # The stream hands over what it holds without yielding: a chunk's work
+                # (its values counted, a line parsed) is all the event loop waits for.
+                await anyio.lowlevel.checkpoint()
         except Exception as exc:  # a failure of ptc's own: the session must still hear of it
             logger.exception("reading an MCP server's stdout failed")
             self.close_session(f"reading its stdout failed: {type(exc).__name__}: {exc}")
@@ -163,26 +183,38 @@ class _Reader:
             self._keep_tail(chunk, start, end)
             self._dropped += end - start
             return
-        self._line += memoryview(chunk)[start:end]
-        size = len(self._line)
-        if size <= self._exchange.limits.max_reply_bytes:
+        piece = chunk[start:end]
+        self._line += piece
+        self._values.feed(piece)
+        size, values = len(self._line), self._values.values
+        limits = self._exchange.limits
+        if size <= limits.max_reply_bytes and values <= limits.max_reply_values:
             return
         request_id = attributed_id(bytes(self._line[:_EDGE]), b"")
         if self._limit is None:
             # A line whose opening names no request may be a listing whose id comes last:
-            # it may grow to the largest limit (``Exchange.limit(None)``) before it is dropped.
-            self._limit = self._exchange.limit(request_id)
-        if size <= self._limit:
+            # it may grow to the largest limits (``Exchange.limit(None)``) before it is dropped.
+            exchange = self._exchange
+            self._limit = (exchange.limit(request_id), exchange.value_limit(request_id))
+        if size <= self._limit[0] and values <= self._limit[1]:
             return
         # Over its limit: keep the two ends (to find its id), count and drop the rest.
         self._head = bytes(self._line[:_EDGE])
         self._tail = self._line[-_EDGE:]
         self._dropped = size
+        self._over_values = (values, size) if size <= self._limit[0] else None
         self._line = bytearray()
         if request_id is not None and self._exchange.method(request_id) is not None:
             # The caller need not wait for the end of a line that may never end.
-            await self._refuse(request_id, size, None, more=True)
+            await self._refuse(request_id, size, self._over(request_id, size, more=True))
             self._refused = True
+
+    def _over(self, request_id: object, size: int, *, more: bool) -> str:
+        """Why the line being dropped (``size`` bytes, or more) is refused."""
+        if self._over_values is not None:  # its values were counted up to the limit only
+            values, counted_in = self._over_values
+            return self._exchange.too_many_values(request_id, values, counted_in, more=True)
+        return self._exchange.too_large(request_id, size, more=more)
 
     def _keep_tail(self, chunk: bytes, start: int, end: int) -> None:
         self._tail += memoryview(chunk)[max(start, end - _EDGE) : end]
@@ -190,23 +222,35 @@ class _Reader:
 
     async def _line_done(self) -> None:
         line, dropped, head, tail = self._line, self._dropped, self._head, bytes(self._tail)
-        refused, self._refused = self._refused, False
-        self._line, self._dropped, self._limit = bytearray(), 0, None
+        values, refused = self._values.values, self._refused
+        over = self._over(attributed_id(head, tail), dropped, more=False) if dropped else ""
+        self._line, self._values, self._limit = bytearray(), JsonValues(), None
+        self._dropped, self._over_values, self._refused = 0, None, False
         self._head, self._tail = b"", bytearray()
         if refused:
             logger.warning("MCP server sent a reply of %s bytes; refused", f"{dropped:,}")
             return
         if dropped:
-            await self._refuse(attributed_id(head, tail), dropped, None)
+            await self._refuse(attributed_id(head, tail), dropped, over)
             return
         if not line.strip():
             return
-        if len(line) > self._exchange.limits.max_reply_bytes:
+        limits = self._exchange.limits
+        if len(line) > limits.max_reply_bytes or values > limits.max_reply_values:
             # Kept whole because its opening named no request: its end may (a reply to a
             # call whose id comes last).
             request_id = attributed_id(bytes(line[:_EDGE]), bytes(line[-_EDGE:]))
             if request_id is not None and len(line) > self._exchange.limit(request_id):
-                await self._refuse(request_id, len(line), None)
+                await self._refuse(
+                    request_id, len(line), self._exchange.too_large(request_id, len(line))
+                )
+                return
+            if request_id is not None and values > self._exchange.value_limit(request_id):
+                await self._refuse(
+                    request_id,
+                    len(line),
+                    self._exchange.too_many_values(request_id, values, len(line), more=False),
+                )
                 return
         try:
             if len(line) > _PARSE_HERE_MAX:
@@ -215,23 +259,17 @@ class _Reader:
                 message = parse_message(line, self._listing)
         except ValueError as exc:
             request_id = attributed_id(bytes(line[:_EDGE]), bytes(line[-_EDGE:]))
-            await self._refuse(request_id, len(line), _first_line(exc))
+            why = f"{REFUSED_PREFIX}it is not a JSON-RPC message ({_first_line(exc)})"
+            await self._refuse(request_id, len(line), why)
             return
         await self._send(SessionMessage(message))
 
     def _listing(self, request_id: object) -> bool:
         return self._exchange.method(request_id) == "tools/list"
 
-    async def _refuse(
-        self, request_id: object, size: int, unreadable: str | None, *, more: bool = False
-    ) -> None:
-        """A line ptc will not hand over: too large (``more``: at least ``size`` bytes), or
-        not a message (``unreadable``)."""
+    async def _refuse(self, request_id: object, size: int, why: str) -> None:
+        """A line of ``size`` bytes ptc will not hand over (too large, or not a message)."""
         known = request_id is not None and self._exchange.method(request_id) is not None
-        if unreadable is None:
-            why = self._exchange.too_large(request_id, size, more=more)
-        else:
-            why = f"{REFUSED_PREFIX}it is not a JSON-RPC message ({unreadable})"
         if known:
             await self._send(refusal(request_id, why))
             return

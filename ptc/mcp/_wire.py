@@ -4,16 +4,19 @@ A server is another party's code (DESIGN section 9, "Hostile peers"). Whatever t
 transport, every message between the server and the SDK's ``ClientSession`` passes
 :func:`guarded`: it remembers which request each id belongs to and answers a reply that is
 over its limits with an error in that request's name (the call fails with a clear message,
-the connection stays). The stdio transport (:mod:`ptc.mcp._stdio`) also uses
-:func:`parse_message` and :func:`attributed_id` for lines it reads itself.
+the connection stays). The transports bound each message in bytes and in JSON values
+(:mod:`ptc.mcp._values`) before anything parses it, with the limits :class:`Exchange`
+gives; the stdio transport (:mod:`ptc.mcp._stdio`) also uses :func:`parse_message` and
+:func:`attributed_id` for lines it reads itself.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import re
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -30,6 +33,7 @@ __all__ = (
     "REFUSED",
     "REFUSED_PREFIX",
     "REFUSED_SCHEMA",
+    "VALUES_PER_TOOL",
     "LARGEST_SCHEMA",
     "ReadStream",
     "WriteStream",
@@ -45,6 +49,14 @@ __all__ = (
 MAX_MESSAGE_BYTES: Final = 16 << 20
 """The most one message other than a call's reply may take (a page of a tool list, say:
 1,000 tools of 16 KiB each)."""
+VALUES_PER_TOOL: Final = 100
+"""The JSON values one message other than a call's reply may hold, per tool the mount
+admits: a page of a tool list of ``max_tools`` tools of 100 values each (100,000 by
+default; mcp-server-git's tools hold 25 on average, mcp-server-time's 55), and never less
+than ``max_reply_values``. Each value costs the event loop, with the GIL held, from a
+fraction of a microsecond (a number) to a few (an object or array: the SDK's own
+validation of the result, the cyclic garbage collector), so this bounds the stall of a
+listing as ``max_reply_values`` bounds a call's (``benchmarks/results/mcp_hostile.md``)."""
 REFUSED: Final = -32097
 """The JSON-RPC error code of a reply ptc refused on the caller's behalf (its message says
 why); a server sending this code itself only gets a ``TOOL_ERROR`` with its message."""
@@ -65,6 +77,7 @@ class ReplyLimits:
 
     max_reply_bytes: int
     max_reply_blocks: int
+    max_reply_values: int
     max_tools: int
 
 
@@ -96,6 +109,12 @@ class Exchange:
             return self.limits.max_reply_bytes
         return max(MAX_MESSAGE_BYTES, self.limits.max_reply_bytes)
 
+    def value_limit(self, request_id: Any) -> int:
+        """How many JSON values the reply to ``request_id`` may hold."""
+        if self.method(request_id) == "tools/call":
+            return self.limits.max_reply_values
+        return max(VALUES_PER_TOOL * self.limits.max_tools, self.limits.max_reply_values)
+
     def too_large(self, request_id: Any, size: int, *, more: bool = False) -> str:
         """Why the reply to ``request_id`` (``size`` bytes, or more) is refused."""
         method = self.method(request_id)
@@ -107,6 +126,25 @@ class Exchange:
         if more:
             return f"{REFUSED_PREFIX}{what} is over {limit} ({size:,} bytes read, the rest dropped)"
         return f"{REFUSED_PREFIX}{what} is {size:,} bytes, over {limit}"
+
+    def too_many_values(self, request_id: Any, values: int, size: int, *, more: bool) -> str:
+        """Why the reply to ``request_id`` (``values`` JSON values counted in its first
+        ``size`` bytes; ``more``: the rest was not read) is refused."""
+        method = self.method(request_id)
+        what = "the reply" if method is None else f"the reply to {method}"
+        if method == "tools/call":
+            limit = f"max_reply_values={self.limits.max_reply_values:,}"
+        else:
+            limit = (
+                f"{self.value_limit(request_id):,} ({VALUES_PER_TOOL} per tool of"
+                f" max_tools={self.limits.max_tools:,})"
+            )
+        if more:
+            return (
+                f"{REFUSED_PREFIX}{what} holds more JSON values than {limit}"
+                f" ({values:,} in its first {size:,} bytes, the rest dropped)"
+            )
+        return f"{REFUSED_PREFIX}{what} holds {values:,} JSON values, over {limit}"
 
 
 def refusal(request_id: Any, reason: str) -> SessionMessage:
@@ -122,8 +160,30 @@ def parse_message(data: bytes | bytearray, listing: Callable[[Any], bool]) -> ty
     when it answers a ``tools/list`` request (``listing(id)``), so that :func:`guarded`
     can report its too-deep schemas tool by tool instead of losing the whole list. Raises
     ``ValueError`` saying why it is not a message.
+
+    The cyclic garbage collector is paused meanwhile: a parse makes no cycles, but each
+    collection its allocations set off walks the host's whole heap with the GIL held (a
+    page of 250,000 empty arrays took 230 ms to parse with it, 16 ms without).
     """
-    text = bytes(data).decode("utf-8", "replace")
+    with _collector_paused():
+        return _parsed(bytes(data).decode("utf-8", "replace"), listing)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    # Left as found: another thread may have paused it first (it resumes it), or the host
+    # may run without it.
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _parsed(text: str, listing: Callable[[Any], bool]) -> types.JSONRPCMessage:
     try:
         # Parsed to plain values, then validated: four times faster than validate_json on
         # a reply of many small values (the parser holds the GIL while it runs).
@@ -259,9 +319,9 @@ async def guarded(
                 if isinstance(item, SessionMessage) and isinstance(item.message, _REPLIES):
                     method = exchange.answered(item.message.id)
                 item = _checked(item, method, exchange)
-                if method == "tools/list" and isinstance(item, SessionMessage):
-                    listing = item.message
-                    assert isinstance(listing, types.JSONRPCResponse)
+                listing = item.message if isinstance(item, SessionMessage) else None
+                # (A listing refused by its transport is an error reply: nothing to screen.)
+                if method == "tools/list" and isinstance(listing, types.JSONRPCResponse):
                     limit = exchange.limits.max_tools
                     problem = await anyio.to_thread.run_sync(screen_listing, listing.result, limit)
                     item = refusal(listing.id, problem) if problem else item

@@ -11,17 +11,23 @@ Tools (arguments in brackets):
 - ``bad_utf8()``: writes the byte ``\\xff`` (and a newline) on stdout, then answers
   ``"after"`` with an invalid UTF-8 byte inside the reply's text as well.
 - ``blocks(n)``: a reply of ``n`` text blocks (raw).
-- ``text(mib)``: a reply of one text block of ``mib`` MiB (raw, no newline until the end).
+- ``text(mib[, fill])``: a reply of one text block of ``mib`` MiB (raw, no newline until the
+  end) made of ``fill`` repeated (``"y"`` unless given; ``"a,b,[c]\\n"`` makes it CSV-like).
 - ``image(mib)``: a reply of one image block of ``mib`` MiB of base64 (raw).
 - ``never()``: never answers.
 - ``nested_reply(depth)``: a reply nested ``depth`` levels deep (raw).
 - ``result_first(n)``: like ``blocks``, but the id written after the result (key order of
   some SDKs).
+- ``structured(n[, item])``: a reply whose ``structuredContent`` is ``{"v": [item, ...]}``,
+  ``n`` times the JSON text ``item`` (``"0"`` unless given), no content blocks (raw). Listed
+  with an output schema, so its value is the structured content.
+- ``meta(n)``: one text block whose ``_meta`` holds an array of ``n`` zeros (raw).
 
 Listing kinds: ``tools=N`` (N more tools), ``nested=D`` (a tool whose input schema nests D
-levels), ``schema_mib=M`` (a tool with an M MiB input schema), ``description`` (a tool whose
-description ends in triple quotes, with backslashes), ``names-json`` (tools with these exact
-names, e.g. ``["evil\\n"]``).
+levels), ``schema_mib=M`` (a tool with an M MiB input schema), ``values=N[:ITEM]`` (a tool
+whose input schema holds ``N`` times the JSON value ``ITEM``, ``0`` unless given, in an
+array), ``description`` (a tool whose description ends in triple quotes, with
+backslashes), ``names-json`` (tools with these exact names, e.g. ``["evil\\n"]``).
 """
 
 from __future__ import annotations
@@ -61,6 +67,15 @@ def tool_list(kinds: list[str], names: list[str]) -> list[types.Tool]:
         types.Tool(name=name, description=f"Misbehave: {name}.", input_schema=OBJ)
         for name in ("bad_utf8", "blocks", "text", "image", "never", "nested_reply", "result_first")
     ]
+    tools += [
+        types.Tool(
+            name="structured",
+            description="Misbehave: structured.",
+            input_schema=OBJ,
+            output_schema=OBJ,
+        ),
+        types.Tool(name="meta", description="Misbehave: meta.", input_schema=OBJ),
+    ]
     for kind in kinds:
         key, _, value = kind.partition("=")
         if key == "tools":
@@ -81,6 +96,17 @@ def tool_list(kinds: list[str], names: list[str]) -> list[types.Tool]:
                     name="huge",
                     description="Huge.",
                     input_schema={"type": "object", "properties": properties},
+                )
+            )
+        elif key == "values":
+            # A schema of N tiny values, within a schema's byte limit: {"x-values": [0, ...]}.
+            times, _, item = value.partition(":")
+            items = [json.loads(item or "0")] * int(times)
+            tools.append(
+                types.Tool(
+                    name="many_values",
+                    description="Many values.",
+                    input_schema={"type": "object", "x-values": items},
                 )
             )
         elif key == "description":
@@ -164,12 +190,14 @@ def main() -> None:
             result = '{"content":[' + ",".join([block] * int(arguments["n"])) + "]}"
             write_raw(raw_result(rid, result, id_last=name == "result_first"))
         elif name == "text":
-            size = int(float(arguments["mib"]) * (1 << 20))
+            fill = str(arguments.get("fill", "y")).encode()
+            # Whole repeats of fill only: an escape in it is never cut in two.
+            size = int(float(arguments["mib"]) * (1 << 20)) // len(fill) * len(fill)
             ident = json.dumps(rid).encode()
             write_raw(
                 b'{"jsonrpc":"2.0","id":' + ident + b',"result":{"content":[{"type":"text","text":"'
             )
-            chunk = b"y" * (1 << 20)
+            chunk = fill * ((1 << 20) // len(fill))
             for start in range(0, size, len(chunk)):
                 write_raw(chunk[: size - start])
             write_raw(b'"}]}}\n')
@@ -177,6 +205,13 @@ def main() -> None:
             size = int(float(arguments["mib"]) * (1 << 20)) // 4 * 4
             data = "A" * size
             block = json.dumps({"type": "image", "data": data, "mimeType": "image/png"})
+            write_raw(raw_result(rid, '{"content":[' + block + "]}"))
+        elif name == "structured":
+            items = ",".join([str(arguments.get("item", "0"))] * int(arguments["n"]))
+            write_raw(raw_result(rid, '{"content":[],"structuredContent":{"v":[' + items + "]}}"))
+        elif name == "meta":
+            zeros = ",".join(["0"] * int(arguments["n"]))
+            block = '{"type":"text","text":"x","_meta":{"v":[' + zeros + "]}}"
             write_raw(raw_result(rid, '{"content":[' + block + "]}"))
         elif name == "nested_reply":
             depth = int(arguments["depth"])

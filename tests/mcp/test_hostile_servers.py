@@ -6,6 +6,7 @@ the next call on the same mount still works, and nothing waits without a bound."
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -23,7 +24,11 @@ pytestmark = pytest.mark.anyio
 
 HOSTILE = Path(__file__).with_name("hostile_server.py")
 MIB = 1 << 20
-MISBEHAVING = ["ok", "bad_utf8", "blocks", "text", "image", "never", "nested_reply", "result_first"]
+MISBEHAVING = [
+    *("ok", "bad_utf8", "blocks", "text", "image", "never", "nested_reply", "result_first"),
+    *("structured", "meta"),
+]
+LIMITS = "(limits: mount(max_reply_bytes=, max_reply_blocks=, max_reply_values=))"
 
 
 def hostile(*listing: str, names: list[str] | None = None) -> ptc_mcp.StdioServer:
@@ -86,14 +91,13 @@ async def test_invalid_utf8_is_replaced_and_the_mount_keeps_working(agent: ptc.S
         ("text", {"mib": 2}, {"max_reply_bytes": MIB}, "over max_reply_bytes=1,048,576"),
         ("image", {"mib": 2}, {"max_reply_bytes": MIB}, "over max_reply_bytes=1,048,576"),
         # The id after the result (some SDKs' key order): found at the end of the line.
-        ("result_first", {"n": 50_000}, {"max_reply_bytes": MIB}, "bytes, over max_reply_bytes"),
+        ("result_first", {"n": 10_000}, {"max_reply_bytes": MIB // 4}, "over max_reply_bytes"),
         ("blocks", {"n": 6}, {"max_reply_blocks": 5}, "6 content blocks, over max_reply_blocks=5"),
         # The probes at their measured sizes, under the default limits.
         ("blocks", {"n": 1001}, {}, "1,001 content blocks, over max_reply_blocks=1,000"),
         *[
             pytest.param(tool, size, {}, "over max_reply_bytes=4,194,304", marks=pytest.mark.slow)
             for tool, size in [
-                ("blocks", {"n": 1_000_000}),
                 ("text", {"mib": 100}),
                 ("image", {"mib": 50}),
             ]
@@ -108,19 +112,123 @@ async def test_a_reply_over_a_limit_fails_clearly_and_the_next_call_works(
         result = await agent.call(tool, arguments)
     code, text = error_of(result)
     assert code == "TOOL_ERROR" and message in text, text
-    assert text.endswith("(limits: mount(max_reply_bytes=, max_reply_blocks=))")
+    assert text.endswith(LIMITS)
     await still_answers(agent)
     # Nothing near the reply's size was held: at most the limit, a few times over.
     assert growth[0] < 64 * 1024, f"peak memory grew by {growth[0]} KiB"
 
 
+TOO_MANY = "holds more JSON values than max_reply_values=25,000"
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "limits", "message"),
+    [
+        # Within the byte limit, refused as they are read: before any parse, and before
+        # max_reply_blocks could count the blocks.
+        ("blocks", {"n": 150_000}, {}, TOO_MANY),
+        pytest.param("blocks", {"n": 1_000_000}, {}, TOO_MANY, marks=pytest.mark.slow),
+        ("structured", {"n": 1_000_000}, {}, TOO_MANY),
+        ("structured", {"n": 30_000, "item": "[]"}, {}, TOO_MANY),
+        ("structured", {"n": 30_000, "item": '{"k":[0,{}]}'}, {}, TOO_MANY),
+        ("meta", {"n": 30_000}, {}, TOO_MANY),
+        # The id after the result: the line is kept whole, to the listing's bounds, to
+        # find whose it is; then refused in that call's name.
+        ("result_first", {"n": 10_000}, {}, "holds 30,005 JSON values, over max_reply_values"),
+        # {"jsonrpc", "id", "result": {"content": [], "structuredContent": {"v": [994]}}}:
+        # 1,001 values.
+        ("structured", {"n": 994}, {"max_reply_values": 1000}, "than max_reply_values=1,000"),
+    ],
+)
+async def test_a_reply_of_too_many_values_fails_clearly_and_the_next_call_works(
+    agent: ptc.Scope, tool: str, arguments: dict[str, Any], limits: dict[str, Any], message: str
+) -> None:
+    await ptc_mcp.mount(agent, hostile(), **limits)
+    with peak_memory_growth() as growth, anyio.fail_after(60):
+        result = await agent.call(tool, arguments)
+    code, text = error_of(result)
+    assert code == "TOOL_ERROR" and message in text, text
+    assert text.endswith(LIMITS)
+    await still_answers(agent)
+    assert growth[0] < 64 * 1024, f"peak memory grew by {growth[0]} KiB"
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "limits"),
+    [
+        ("structured", {"n": 993}, {"max_reply_values": 1000}),  # 1,000 values: the limit
+        ("structured", {"n": 24_000}, {}),
+        ("meta", {"n": 24_000}, {}),
+        ("blocks", {"n": 1000}, {}),  # 3,005 values
+        ("text", {"mib": 3.9}, {}),  # 4 MiB of text is a handful of values
+        ("text", {"mib": 3.9, "fill": '7,\\"a, b\\",[x],{y}\\n'}, {}),  # ... even CSV-like
+    ],
+)
+async def test_a_reply_within_the_values_limit_passes_whole(
+    agent: ptc.Scope, tool: str, arguments: dict[str, Any], limits: dict[str, Any]
+) -> None:
+    await ptc_mcp.mount(agent, hostile(), **limits)
+    with anyio.fail_after(60):
+        result = await agent.call(tool, arguments)
+    assert result.error is None, result.error
+    if tool == "structured":
+        assert result.value == {"v": [0] * arguments["n"]}
+    elif tool == "text":
+        assert isinstance(result.value, str) and len(result.value) > 3 * MIB
+    else:
+        assert result.value == ("x\n" * (arguments["n"] - 1) + "x" if tool == "blocks" else "x")
+
+
+@pytest.mark.parametrize(("max_tools", "limit"), [(1000, 100_000), (2000, 200_000)])
+async def test_a_tool_list_of_too_many_values_is_a_mount_error(
+    agent: ptc.Scope, max_tools: int, limit: int
+) -> None:
+    # Zeros in one schema (2 bytes each, within a schema's byte limit): 100 values per tool.
+    with anyio.fail_after(60), pytest.raises(
+        ptc_mcp.MountError,
+        match=re.escape(
+            f"reply to tools/list holds more JSON values than {limit:,}"
+            f" (100 per tool of max_tools={max_tools:,})"
+        ),
+    ):
+        await ptc_mcp.mount(agent, hostile(f"values={limit}"), max_tools=max_tools)
+    assert agent.view().visible == {}
+    mounted = await ptc_mcp.mount(agent, hostile(f"values={limit - 100}"), max_tools=max_tools)
+    assert "many_values" in mounted.names
+
+
+@pytest.mark.parametrize(
+    "knob", ["max_reply_bytes", "max_reply_blocks", "max_reply_values", "max_tools"]
+)
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        (True, ptc.UsageError),
+        (1000.0, ptc.UsageError),
+        ("1000", ptc.UsageError),
+        (0, ptc.ConfigurationError),
+        (-1, ptc.ConfigurationError),
+    ],
+)
+async def test_the_limits_are_checked_before_any_server_starts(
+    agent: ptc.Scope, knob: str, value: object, error: type[Exception]
+) -> None:
+    options: dict[str, Any] = {knob: value}
+    with pytest.raises(error, match=knob):
+        await ptc_mcp.mount(agent, ptc_mcp.stdio("/nonexistent/server"), **options)
+
+
 async def test_a_reply_nested_beyond_any_parser_fails_clearly(agent: ptc.Scope) -> None:
     await ptc_mcp.mount(agent, hostile())
-    for depth in (250, 200_000):  # deeper than the SDK parses; deeper than Python parses
+    for depth, message in [
+        (250, "nested too deeply"),  # deeper than the SDK parses
+        (20_000, "nested too deeply"),  # deeper than Python parses
+        (200_000, TOO_MANY),  # each level is a value: refused before any parse
+    ]:
         with anyio.fail_after(30):
             deep = await agent.call("nested_reply", {"depth": depth})
         code, text = error_of(deep)
-        assert code == "TOOL_ERROR" and "nested too deeply" in text, text
+        assert code == "TOOL_ERROR" and message in text, text
         await still_answers(agent)
 
 
@@ -153,7 +261,8 @@ async def test_an_oversized_schema_is_refused_before_any_rewrite(
     agent: ptc.Scope, policy: ptc_mcp.BadSchemaPolicy
 ) -> None:
     with anyio.fail_after(60), pytest.raises(ptc.SchemaError, match=r"'huge'.*bytes as JSON"):
-        await ptc_mcp.mount(agent, hostile("schema_mib=2"), on_bad_schema=policy)
+        # Over 1 MiB, within the listing's 100,000 values (2 per property: 78,600).
+        await ptc_mcp.mount(agent, hostile("schema_mib=1.5"), on_bad_schema=policy)
     assert agent.view().visible == {}
 
 
@@ -165,8 +274,9 @@ async def test_a_tool_list_over_max_tools_is_a_mount_error(
     with pytest.raises(ptc_mcp.MountError, match=f"lists [0-9,]+ tools, over max_tools={limit:,}"):
         await ptc_mcp.mount(agent, hostile(f"tools={listed}"), **options)
     assert agent.view().visible == {}
-    mounted = await ptc_mcp.mount(agent, hostile(f"tools={listed}"), max_tools=listed + 8)
-    assert len(mounted.names) == listed + 8
+    own = len(MISBEHAVING)
+    mounted = await ptc_mcp.mount(agent, hostile(f"tools={listed}"), max_tools=listed + own)
+    assert len(mounted.names) == listed + own
 
 
 @pytest.mark.parametrize("name", ["evil\n", "evil\r\n", "evil\x00", "e" * 129, "has space"])
