@@ -40,12 +40,28 @@ def functions() -> list[dict[str, Any]]:
     return list(seen.values())
 
 
-# An output schema only the type generator types (a reference), for the cold start of
-# tools whose shapes sdkgen's fast path leaves to it.
+# An output schema with a local reference (as pydantic writes a model's fields), which
+# sdkgen's fast path types since it follows references (before, only the type generator).
 REFERENCING_OUTPUT = {
     "type": "object",
     "$defs": {"Count": {"type": "integer", "minimum": 0}},
     "properties": {"count": {"$ref": "#/$defs/Count"}},
+}
+# An output schema only the type generator types (a recursive model), for the cold start
+# of tools whose shapes the fast path leaves to it.
+RECURSIVE_OUTPUT = {
+    "type": "object",
+    "$defs": {
+        "Node": {
+            "type": "object",
+            "properties": {
+                "label": {"type": "string"},
+                "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}},
+            },
+            "required": ["label"],
+        }
+    },
+    "properties": {"root": {"$ref": "#/$defs/Node"}},
 }
 
 

@@ -14,8 +14,10 @@ tool changes, and search quality, on BFCL definitions.
   (the parent's wall clock at launch to the child's when its description is there).
   Sets: the sample's first tools; the first that sdkgen types without the type generator
   (``simple``; since nested objects are typed that way too, the same first 10); the
-  sample's first 10 with an output schema only the generator types (``referencing``: a
-  ``$ref``), the cost of shapes the fast path leaves to it.
+  sample's first 10 with an output schema that refers to a definition (``referencing``:
+  a ``$ref``, typed without the generator since the fast path follows references) and
+  with one only the generator types (``recursive``: a model that contains itself), the
+  cost of shapes the fast path leaves to it.
 - **search quality**: for every distinct tool of the sample, a query of the first few
   content words of its own description (not words of its name; see ``_bfcl``) must find
   it in the top 5. ptc's ranking (SQLite FTS5 BM25) beside ``bm25s`` and ``rank-bm25`` when
@@ -123,8 +125,9 @@ sys.path.insert(0, sys.argv[1])
 from benchmarks import _bfcl
 count, kind = int(sys.argv[2]), sys.argv[3]
 t = time.perf_counter()
-definitions = _bfcl.definitions(count, simple_only=kind == "simple", output_schema=
-                                _bfcl.REFERENCING_OUTPUT if kind == "referencing" else None)
+outputs = {"referencing": _bfcl.REFERENCING_OUTPUT, "recursive": _bfcl.RECURSIVE_OUTPUT}
+definitions = _bfcl.definitions(count, simple_only=kind == "simple",
+                                output_schema=outputs.get(kind))
 define_ms = (time.perf_counter() - t) * 1e3
 
 async def main():
@@ -158,7 +161,8 @@ anyio.run(main)
 def measure_cold(repeat: int) -> list[dict[str, Any]]:
     root = Path(__file__).resolve().parent.parent
     rows = []
-    cases = ((10, "sample"), (10, "simple"), (10, "referencing"), (50, "sample"), (1000, "sample"))
+    cases = ((10, "sample"), (10, "simple"), (10, "referencing"), (10, "recursive"),
+             (50, "sample"), (1000, "sample"))  # fmt: skip
     for count, kind in cases:
         samples: list[dict[str, Any]] = []
         for _ in range(repeat):

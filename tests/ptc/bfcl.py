@@ -32,6 +32,7 @@ import ptc
 import sdkgen
 from ptc._preflight import near_miss
 from ptc._tools import compact_json_render
+from sdkgen._simple_types import simple_fragment
 from tests._typing import data
 from worker.testing import FakeBackend
 
@@ -225,6 +226,10 @@ class Counts:
     calls_schema_valid: int = 0
     calls_round_trip: int = 0
     calls_type_check: int = 0
+    fast_inputs: int = 0
+    """Inputs sdkgen types without the type generator (its fast path)."""
+    fast_tools: int = 0
+    """... inputs and responses together."""
     failures: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
@@ -234,7 +239,9 @@ class Counts:
             f"{self.sdk_batches} batches ({self.sdk_definitions_ok} definitions) pass mypy "
             f"--strict; ground-truth calls: {self.calls}, {self.calls_schema_valid} valid "
             f"against their schema, {self.calls_round_trip} round-trip exactly, "
-            f"{self.calls_type_check} type-check against the stub (mypy --strict)"
+            f"{self.calls_type_check} type-check against the stub (mypy --strict); typed "
+            f"without the type generator: {self.fast_inputs} inputs, {self.fast_tools} with "
+            f"their responses"
         )
 
 
@@ -272,6 +279,13 @@ def check(records: Sequence[Record], *, mypy: bool = True) -> Counts:
             counts.after_lenient += 1
         except ptc.SchemaError as exc:
             counts.failures.append(f"lenient: {record.function['name']}: {exc}")
+    for definition, _ in accepted:
+        fast = simple_fragment(definition.input_schema, None, "P") is not None
+        counts.fast_inputs += fast
+        counts.fast_tools += (
+            fast
+            and simple_fragment(definition.input_schema, definition.output.schema, "P") is not None
+        )
     batches = _batches(accepted)
     counts.sdk_batches = len(batches)
     stubs = anyio.run(_run_batches, batches, counts)

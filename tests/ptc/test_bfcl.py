@@ -39,6 +39,11 @@ def test_every_sdk_batch_passes_mypy_strict(counts: Counts) -> None:
     assert counts.sdk_definitions_ok == 300
 
 
+def test_the_fast_path_types_every_input_and_all_but_three_responses(counts: Counts) -> None:
+    # The three: keys starting with "_" (renamed) and tuples (prefixItems, a union).
+    assert (counts.fast_inputs, counts.fast_tools) == (300, 297)
+
+
 def test_every_schema_valid_ground_truth_call_round_trips_and_type_checks(
     counts: Counts,
 ) -> None:

@@ -68,14 +68,15 @@ def tool(name: str) -> ptc.ToolDefinition:
     return echo_tool(name, input_schema=schema)
 
 
-# A reference needs the type generator and so the disk cache (the common shapes, nested
-# objects included, are typed without either).
-REFERENCING = {"type": "object", "$defs": {"K": {"type": "object", "properties": {
-    "k": {"type": "integer"}}}}, "properties": {"n": {"$ref": "#/$defs/K"}}}  # fmt: skip
+# A recursive model needs the type generator and so the disk cache (the common shapes,
+# nested objects and references included, are typed without either).
+RECURSIVE = {"type": "object", "$defs": {"K": {"type": "object", "properties": {
+    "k": {"type": "integer"}, "next": {"$ref": "#/$defs/K"}}}},
+    "properties": {"n": {"$ref": "#/$defs/K"}}}  # fmt: skip
 
 
 def cached_tool(name: str) -> ptc.ToolDefinition:
-    return echo_tool(name, input_schema=REFERENCING)
+    return echo_tool(name, input_schema=RECURSIVE)
 
 
 def runtime(**options: Any) -> ptc.ToolRuntime:
