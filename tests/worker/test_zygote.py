@@ -88,6 +88,28 @@ def test_a_child_loads_the_seccomp_filter_the_zygote_prepared() -> None:
     assert os.waitstatus_to_exitcode(status) == 0
 
 
+def test_a_child_loads_the_prepared_filters_without_libseccomp() -> None:
+    from worker import _seccomp
+
+    if not _seccomp.available():
+        pytest.skip("libseccomp is not available on this host")
+    _seccomp.prepare()
+    pid = os.fork()
+    if pid == 0:  # the child: libseccomp gone, the programs the zygote made still load
+        code = 1
+        try:
+            vars(_seccomp)["_sc"] = None
+            _seccomp.install()
+            try:
+                os.kill(os.getppid(), 0)  # the signal filter: only its own pid
+            except PermissionError:
+                code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
 HOST = """
 import asyncio, sys
 from worker import Containment, SubprocessBackend
