@@ -51,6 +51,7 @@ from ._syscalls import (
     map_own_ids,
     prctl,
     unshare,
+    write_file,
 )
 
 NOBODY = 65534
@@ -145,8 +146,7 @@ def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
     joined = []
     for name, procs in cfg["cgroups"]:
         try:
-            with open(procs, "w", encoding="ascii") as fh:
-                fh.write("0")
+            write_file(procs, "0")
             joined.append(name)
         except OSError:
             pass
