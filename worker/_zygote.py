@@ -200,6 +200,7 @@ def _compile(module: object) -> None:
 
 def main(control_fd: int) -> None:
     from . import _seccomp
+    from ._keeper import uid_drop_obstacle
     from ._syscalls import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, prctl
 
     host_gone: list[bool] = []
@@ -212,9 +213,11 @@ def main(control_fd: int) -> None:
     _preload()
     with contextlib.suppress(OSError, RuntimeError, ValueError):
         _seccomp.prepare()  # built once; each child reports what it could not apply itself
+    install_paths = [sys.base_prefix, sys.prefix, os.path.dirname(sys.executable)]
     static: dict[str, Any] = {
         "read_only": read_only_paths(),
-        "install_paths": [sys.base_prefix, sys.prefix, os.path.dirname(sys.executable)],
+        # Asked once here, not by every keeper (they have the zygote's capabilities).
+        "uid_drop_obstacle": uid_drop_obstacle(install_paths) if os.geteuid() == 0 else "",
     }
     gc.freeze()
     control = socket.socket(fileno=control_fd)
