@@ -34,6 +34,7 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 from ._errors import WorkerError
@@ -86,7 +87,24 @@ def read_only_paths() -> list[str]:
     except OSError:
         pass
     paths.update(("/etc/ld.so.cache", "/dev/urandom"))
-    return sorted(p for p in paths if os.path.exists(p))
+    return _outermost(p for p in paths if os.path.exists(p))
+
+
+def _outermost(paths: Iterable[str]) -> list[str]:
+    """``paths`` without those beneath a directory among them, sorted. A Landlock rule on a
+    directory holds for everything beneath it, so they add nothing but work: each is a rule
+    every child adds (50 paths here, 17 after). Compared as real paths, where Landlock sees
+    them: a path that leads out of a directory through a symlink keeps its own rule."""
+    real = {path: os.path.realpath(path) for path in paths}
+    dirs = {r for r in real.values() if os.path.isdir(r)}
+    kept = []
+    for path, r in real.items():
+        up = os.path.dirname(r)
+        while up not in dirs and up != os.path.dirname(up):
+            up = os.path.dirname(up)
+        if up == r or up not in dirs:
+            kept.append(path)
+    return sorted(kept)
 
 
 def _preload() -> None:

@@ -110,6 +110,41 @@ def test_a_child_loads_the_prepared_filters_without_libseccomp() -> None:
     assert os.waitstatus_to_exitcode(status) == 0
 
 
+def test_the_read_only_paths_leave_out_what_a_directory_among_them_covers(
+    tmp_path: Path,
+) -> None:
+    from worker._zygote import _outermost
+
+    lib = tmp_path / "lib"
+    (lib / "sub").mkdir(parents=True)
+    (lib / "a.so").write_text("")
+    (lib / "sub" / "b.so").write_text("")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "c.so").write_text("")
+    (lib / "link").symlink_to(outside)  # beneath lib by name, not where Landlock looks
+    alone = tmp_path / "alone.so"
+    alone.write_text("")
+    paths = [str(p) for p in (lib, lib / "a.so", lib / "sub", lib / "sub" / "b.so", alone)]
+    assert _outermost([*paths, str(lib / "link" / "c.so")]) == sorted(
+        [str(alone), str(lib), str(lib / "link" / "c.so")]
+    )
+
+
+def test_every_file_the_zygote_maps_stays_beneath_a_read_only_path() -> None:
+    from worker._zygote import read_only_paths
+
+    kept = [os.path.realpath(p) for p in read_only_paths()]
+    mapped = {
+        line.split(None, 5)[5].strip()
+        for line in Path("/proc/self/maps").read_text().splitlines()
+        if len(line.split(None, 5)) == 6 and line.split(None, 5)[5].startswith("/")
+    }
+    for path in {os.path.realpath(p) for p in mapped if os.path.exists(p)}:
+        assert any(path == k or path.startswith(k + "/") for k in kept), path
+    assert not any(k.startswith(other + "/") for k in kept for other in kept)
+
+
 HOST = """
 import asyncio, sys
 from worker import Containment, SubprocessBackend
