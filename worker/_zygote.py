@@ -34,8 +34,8 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, NoReturn
 
 from ._errors import WorkerError
 from ._keeper_lines import SpawnFailed
@@ -115,6 +115,10 @@ def _preload() -> None:
             pass
 
 
+_Paths = tuple[str, list[list[str]]]
+"""A keeper's scratch dir and its cgroups as its request named them ([name, procs file])."""
+
+
 class _Leftovers:
     """The scratch dir and cgroup directories of each keeper this zygote forked: what a
     host that died could not remove. Kept while the keeper runs and for the last
@@ -123,12 +127,13 @@ class _Leftovers:
     _ENDED = 1024
 
     def __init__(self) -> None:
-        self.running: dict[int, list[str]] = {}
-        self._ended: deque[list[str]] = deque(maxlen=self._ENDED)
+        self.running: dict[int, _Paths] = {}
+        self._ended: deque[_Paths] = deque(maxlen=self._ENDED)
 
     def forked(self, pid: int, cfg: dict[str, Any]) -> None:
-        cgroups = [os.path.dirname(procs) for _, procs in cfg.get("cgroups", [])]
-        self.running[pid] = [cfg["scratch"], *cgroups]
+        # The request's own objects, kept as they are: the zygote does as little as it
+        # can between forks (each write after a fork copies a page).
+        self.running[pid] = (cfg["scratch"], cfg.get("cgroups", []))
 
     def reap(self) -> None:
         """Reap every exited child (keepers, and orphans: the zygote is a subreaper)."""
@@ -149,10 +154,10 @@ class _Leftovers:
             if select.select([wake_r], [], [], left)[0]:  # SIGCHLD
                 os.read(wake_r, 4096)
             self.reap()
-        for scratch, *cgroups in self._ended:
+        for scratch, cgroups in self._ended:
             shutil.rmtree(scratch, ignore_errors=True)  # empty but for a run without a tmpfs
-            for path in cgroups:
-                _remove_cgroup(path, deadline=time.monotonic() + 1.0)
+            for _, procs in cgroups:
+                _remove_cgroup(os.path.dirname(procs), deadline=time.monotonic() + 1.0)
         self._ended.clear()
 
 
@@ -171,10 +176,12 @@ def _remove_cgroup(path: str, *, deadline: float) -> None:
 
 
 def _spawn(
-    msg: dict[str, Any], fds: list[int], static: dict[str, Any], leftovers: _Leftovers
+    msg: dict[str, Any],
+    fds: list[int],
+    static: dict[str, Any],
+    leftovers: _Leftovers,
+    keeper_main: Callable[[dict[str, Any], int, int], NoReturn],
 ) -> None:
-    from ._keeper import keeper_main
-
     if len(fds) != 2:
         return
     cfg = {**msg["cfg"], **static}
@@ -218,7 +225,7 @@ def _compile(module: object) -> None:
 
 def main(control_fd: int) -> None:
     from . import _seccomp
-    from ._keeper import uid_drop_obstacle
+    from ._keeper import keeper_main, uid_drop_obstacle
     from ._syscalls import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, prctl
 
     host_gone: list[bool] = []
@@ -266,7 +273,7 @@ def main(control_fd: int) -> None:
                 if len(fds) == 1:
                     _compile(_read_module(fds[0]))
             else:
-                _spawn(msg, fds, static, leftovers)
+                _spawn(msg, fds, static, leftovers, keeper_main)
         except (ValueError, KeyError, TypeError):
             pass  # a malformed request: closing its fds tells the host
         finally:
