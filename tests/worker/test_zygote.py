@@ -88,6 +88,39 @@ def test_a_child_loads_the_seccomp_filter_the_zygote_prepared() -> None:
     assert os.waitstatus_to_exitcode(status) == 0
 
 
+def test_requests_arrive_in_one_buffer_that_no_keeper_inherits() -> None:
+    import ctypes
+
+    from worker._zygote import _inbox, _receive
+
+    inbox = _inbox()
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    read, write = os.pipe()
+    try:
+        for message in (b'{"cfg": {}}', b"x" * 70_000, b"{}"):
+            socket.send_fds(ours, [message], [read, write])
+            data, fds = _receive(theirs, inbox)
+            assert data == message and len(fds) == 2
+            for fd in fds:
+                os.close(fd)
+        ours.close()
+        assert _receive(theirs, inbox) == (b"", [])
+        address = ctypes.addressof(ctypes.c_char.from_buffer(inbox))
+        pid = os.fork()
+        if pid == 0:  # a keeper's view: the zygote's inbox is not mapped
+            ranges = [
+                [int(x, 16) for x in line.split()[0].split("-")]
+                for line in Path("/proc/self/maps").read_text().splitlines()
+            ]
+            os._exit(int(any(lo <= address < hi for lo, hi in ranges)))
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        for fd in (read, write):
+            os.close(fd)
+        theirs.close()
+
+
 def test_a_child_loads_the_prepared_filters_without_libseccomp() -> None:
     from worker import _seccomp
 
