@@ -99,6 +99,19 @@ def descendant_pss_kib() -> list[dict[str, Any]]:
     return sorted(out, key=lambda p: (p["depth"], p["pid"]))
 
 
+def _zygote_stats() -> list[list[str]]:
+    """The ``/proc/<pid>/stat`` fields (after the command name) of this process's zygotes."""
+    found = []
+    for pid in _children().get(os.getpid(), []):
+        if "worker._zygote" not in _name(pid):
+            continue
+        try:
+            found.append(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split())
+        except OSError:
+            continue
+    return found
+
+
 def cpu_seconds() -> dict[str, float]:
     """CPU seconds used so far: the machine's busy time (``/proc/stat``), this process's,
     and the zygote's own and its reaped descendants' (keepers with their children: a
@@ -108,13 +121,18 @@ def cpu_seconds() -> dict[str, float]:
     idle = fields[3] + fields[4]  # idle + iowait
     out = {"machine": (sum(fields) - idle) / tick, "host": time.process_time(),
            "zygote": 0.0, "keepers and children": 0.0}
-    for pid in _children().get(os.getpid(), []):
-        if "worker._zygote" not in _name(pid):
-            continue
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
+    for stat in _zygote_stats():
         out["zygote"] += (int(stat[11]) + int(stat[12])) / tick
         out["keepers and children"] += (int(stat[13]) + int(stat[14])) / tick
+    return out
+
+
+def minor_faults() -> dict[str, int]:
+    """Minor page faults so far, counted as :func:`cpu_seconds` counts CPU: the zygote's
+    own and its reaped keepers' and children's. Mostly copy-on-write copies of the zygote's
+    pages, and unlike CPU time they do not move with the machine's load."""
+    out = {"zygote": 0, "keepers and children": 0}
+    for stat in _zygote_stats():
+        out["zygote"] += int(stat[7])
+        out["keepers and children"] += int(stat[8])
     return out

@@ -115,8 +115,10 @@ def render(samples: dict[str, list[float]], facts: dict[str, Any],
                f"{fall['runs_with_the_sdk_module_in_start']} of {fall['runs']}.\n"]
     cpu = facts.get("cpu_ms_per_back_to_back_run")
     if cpu:
+        faults = facts.get("minor_faults_per_back_to_back_run", {})
         md += ["\n## CPU per run, back to back (ms; the refill after the last run included)\n",
-               _stats.markdown_table(["Who", "CPU ms per run"], [[k, v] for k, v in cpu.items()])]
+               _stats.markdown_table(["Who", "CPU ms per run", "minor page faults per run"],
+                                     [[k, v, faults.get(k, "-")] for k, v in cpu.items()])]
     rounds = facts.get("event_loop_rounds_per_nested_call")
     if rounds is not None:
         md.append(f"\nEvent-loop rounds per nested call: {rounds:.2f}.\n")
@@ -157,11 +159,16 @@ def render_runs(payloads: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
                  *[f"{c:,.1f} ms" for c in ours], "-"])
     rows.append(["CPU per back-to-back run: the whole machine (other tenants too)", "-",
                  *[f"{c.get('machine', 0.0):,.1f} ms" for c in cpu], "-"])
+    faults = [p["facts"].get("minor_faults_per_back_to_back_run", {}) for p in payloads]
+    rows.append(["page faults per back-to-back run: zygote, keepers and children", "-",
+                 *[f"{sum(f.values()):,.0f}" if f else "-" for f in faults], "-"])
     hosts = [f"- run {i + 1}: {describe(p['machine'])}" for i, p in enumerate(payloads)]
     md = ["# Latency suite, every run\n",
           f"{count} runs, one after another. The host of each run:\n", "\n".join(hosts), "",
           _stats.markdown_table(header, rows)]
     payload = {"runs": [{"machine": p["machine"], "targets": p["targets"],
                          "cpu_ms_per_back_to_back_run": p["facts"].get(
-                             "cpu_ms_per_back_to_back_run")} for p in payloads]}
+                             "cpu_ms_per_back_to_back_run"),
+                         "minor_faults_per_back_to_back_run": p["facts"].get(
+                             "minor_faults_per_back_to_back_run")} for p in payloads]}
     return "\n".join(md), payload

@@ -46,6 +46,7 @@ from ._latency_parts import (
     cpu_seconds,
     descendant_pss_kib,
     make_smolagents,
+    minor_faults,
     sample_async,
     sample_sync,
 )
@@ -126,11 +127,13 @@ async def _run_suite(bench: Bench, relaxed: bool) -> None:
 
         bench.add("run_code constant, warm, 50 ms apart",
                   await sample_async(constant, bench.n(150), gap_seconds=0.05))
-        before = cpu_seconds()
+        before, faults_before = cpu_seconds(), minor_faults()
         back_to_back = bench.n(300)
         bench.add("run_code constant, back to back", await sample_async(constant, back_to_back))
         await anyio.sleep(0.5)  # let the pool refill before reading memory
         used = {k: v - before[k] for k, v in cpu_seconds().items()}
+        bench.facts["minor_faults_per_back_to_back_run"] = {
+            k: (v - faults_before[k]) / back_to_back for k, v in minor_faults().items()}
         used["other (kernel threads, other processes)"] = used["machine"] - sum(
             v for k, v in used.items() if k != "machine")
         bench.facts["cpu_ms_per_back_to_back_run"] = {

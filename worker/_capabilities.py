@@ -54,12 +54,17 @@ class _Data(ctypes.Structure):
     ]
 
 
+_capset = _libc.capset  # bound here, in the zygote: a child's own lookup costs it page faults
+_prctl = _libc.prctl
+_NO_CAPABILITIES = (_Header(_LINUX_CAPABILITY_VERSION_3, 0), (_Data * 2)())
+"""``capset``'s arguments for "none at all" (pid 0: the calling thread), made once."""
+
+
 def drop_all() -> None:
     """Empty this thread's effective, permitted, inheritable and ambient sets (for good:
     what is not permitted cannot come back). Raises ``OSError``."""
-    _libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # EINVAL before 4.3
-    header = _Header(_LINUX_CAPABILITY_VERSION_3, 0)
-    data = (_Data * 2)()
-    if _libc.capset(ctypes.byref(header), data) != 0:
+    _prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # EINVAL before 4.3
+    header, data = _NO_CAPABILITIES
+    if _capset(ctypes.byref(header), data) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"capset: {os.strerror(err)}")

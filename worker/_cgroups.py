@@ -25,6 +25,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from ._syscalls import read_file, write_file
+
 CGROUP_ROOT = "/sys/fs/cgroup"
 PIDS_MAX = 64
 V2_CONTROLLERS = ("memory", "pids")
@@ -38,8 +40,7 @@ def _own_paths() -> dict[str, str]:
     """Map hierarchy -> this process's path in it (``"unified"`` for cgroup v2)."""
     paths: dict[str, str] = {}
     try:
-        with open("/proc/self/cgroup", encoding="ascii") as fh:
-            lines = fh.read().splitlines()
+        lines = _read("/proc/self/cgroup").splitlines()
     except OSError as exc:
         if exc.errno in _OUT_OF_FDS:
             raise
@@ -141,14 +142,9 @@ def _v2_setup(path: str, *, pids_done: bool) -> tuple[str, ...]:
     return tuple(c for c in V2_CONTROLLERS if c in have)
 
 
-def _write(path: str, value: str) -> None:
-    with open(path, "w", encoding="ascii") as fh:
-        fh.write(value)
-
-
-def _read(path: str) -> str:
-    with open(path, encoding="ascii") as fh:
-        return fh.read()
+# A handful of these per run, so without file objects (half the time of ``open()``).
+_write = write_file
+_read = read_file
 
 
 @dataclass

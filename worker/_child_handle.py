@@ -27,6 +27,7 @@ from ._framing import encode
 from ._keeper_channel import KeeperChannel
 from ._keeper_lines import ExitReport, Hello, KeeperLine, SetupFailed, SpawnFailed
 from ._run_channel import RunChannel
+from ._syscalls import read_file
 from ._timing import timing_mark
 from ._types import Dimension, Enforcement
 
@@ -101,10 +102,8 @@ class ChildHandle:
         the larger of the main thread's scheduler time (ns) and the process's
         ``utime + stime`` (clock ticks, all threads)."""
         try:
-            with open(f"/proc/{self._pid}/schedstat", encoding="ascii") as fh:
-                best = int(fh.read().split()[0]) / 1e6
-            with open(f"/proc/{self._pid}/stat", encoding="ascii") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
+            best = int(read_file(f"/proc/{self._pid}/schedstat").split()[0]) / 1e6
+            fields = read_file(f"/proc/{self._pid}/stat").rsplit(")", 1)[1].split()
         except (OSError, ValueError, IndexError):
             return None
         with contextlib.suppress(ValueError, IndexError):
@@ -120,11 +119,10 @@ class ChildHandle:
             return None
         peak = None
         try:
-            with open(f"/proc/{self._pid}/status", encoding="ascii", errors="replace") as fh:
-                for line in fh:
-                    if line.startswith("VmHWM:"):
-                        peak = int(line.split()[1])
-                        break
+            for line in read_file(f"/proc/{self._pid}/status").splitlines():
+                if line.startswith("VmHWM:"):
+                    peak = int(line.split()[1])
+                    break
         except (OSError, ValueError, IndexError):
             return None
         # Still alive after the read (its pidfd not readable): the pid was not reused.

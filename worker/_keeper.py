@@ -51,6 +51,7 @@ from ._syscalls import (
     map_own_ids,
     prctl,
     unshare,
+    write_file,
 )
 
 NOBODY = 65534
@@ -123,17 +124,25 @@ def keeper_main(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> NoReturn:
         os._exit(code)
 
 
-def _uid_drop(cfg: dict[str, Any], facts: dict[str, Any]) -> bool:
-    """Whether to drop to uid 65534: asked for, running as root, and able to (the
-    interpreter readable by that uid, the capabilities ``chown`` and the id changes need)."""
-    if not cfg["drop_privileges"] or os.geteuid() != 0:
-        return False
+def uid_drop_obstacle(install_paths: Sequence[str]) -> str:
+    """Why this process, as root, could not drop to uid 65534 ("" when it can): it lacks
+    a capability ``chown`` and the id changes need, or the interpreter is not readable by
+    that uid. Asked once, by the zygote: its keepers have its capabilities and its files."""
     lacking = _capabilities.missing(_capabilities.UID_DROP_CAPS)
     if lacking:
-        facts["uid_note"] = f"no {'/'.join(lacking)} (capabilities dropped)"
+        return f"no {'/'.join(lacking)} (capabilities dropped)"
+    if not readable_by_nobody(install_paths):
+        return "interpreter install not readable by uid 65534"
+    return ""
+
+
+def _uid_drop(cfg: dict[str, Any], facts: dict[str, Any]) -> bool:
+    """Whether to drop to uid 65534: asked for, running as root, and able to (the
+    zygote's :func:`uid_drop_obstacle`)."""
+    if not cfg["drop_privileges"] or os.geteuid() != 0:
         return False
-    if not readable_by_nobody(cfg["install_paths"]):
-        facts["uid_note"] = "interpreter install not readable by uid 65534"
+    if cfg["uid_drop_obstacle"]:
+        facts["uid_note"] = cfg["uid_drop_obstacle"]
         return False
     return True
 
@@ -145,8 +154,7 @@ def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
     joined = []
     for name, procs in cfg["cgroups"]:
         try:
-            with open(procs, "w", encoding="ascii") as fh:
-                fh.write("0")
+            write_file(procs, "0")
             joined.append(name)
         except OSError:
             pass

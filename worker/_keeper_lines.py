@@ -45,6 +45,9 @@ from ._errors import WorkerError
 MAX_LINE_BYTES = 64 * 1024
 """Longest line either side accepts (every real line is well under 200 bytes)."""
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+"""Made once, in the zygote (``json.dumps`` with options makes one per call, a keeper's
+first costing it page faults)."""
 _INT = (int,)
 _NUMBER = (int, float)
 _BOOL = (bool,)
@@ -58,7 +61,7 @@ class _Line:
 
     def to_line(self) -> bytes:
         body = {key: getattr(self, attr) for key, attr, _ in self.WIRE}
-        return json.dumps(body, separators=(",", ":")).encode() + b"\n"
+        return _ENCODER.encode(body).encode() + b"\n"
 
     @classmethod
     def from_wire(cls, obj: dict[str, Any]) -> Self:

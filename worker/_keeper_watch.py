@@ -29,7 +29,7 @@ from ._keeper_lines import ExitReport, Hello, LimitsAck, parse_limits_request
 from ._scratch_gate import WriteGate
 from ._scratch_quota import ScratchQuota
 from ._seccomp import growth_syscalls
-from ._syscalls import cpu_clock_s
+from ._syscalls import cpu_clock_s, read_file
 
 CPU_HARD_MARGIN_S = 1
 """Hard RLIMIT_CPU minus soft: CPU seconds a program that ignores SIGXCPU gets extra."""
@@ -226,8 +226,7 @@ def _sweep() -> None:
     me = os.getpid()
     for _ in range(1000):
         try:
-            with open(f"/proc/{me}/task/{me}/children", encoding="ascii") as fh:
-                pids = [int(p) for p in fh.read().split()]
+            pids = [int(p) for p in read_file(f"/proc/{me}/task/{me}/children").split()]
         except OSError:
             pids = []
         for pid in pids:

@@ -1,5 +1,7 @@
 """The Linux calls containment needs that ``os`` does not offer, through ctypes:
-``prctl``, ``unshare``, ``mount``, a fresh user namespace's id maps, a process's CPU clock.
+``prctl``, ``unshare``, ``mount``, a fresh user namespace's id maps, a process's CPU clock;
+and the small reads and writes of ``/proc`` and ``/sys`` files (the keeper's, the host's
+cgroup files).
 
 Used by the zygote, the keeper and the child (all in the zygote's forks); each wrapper
 raises ``OSError`` with the errno, as ``os`` would.
@@ -57,9 +59,31 @@ def mount(source: str, target: str, fstype: str | None, flags: int, data: str | 
         raise OSError(err, f"mount {target}: {os.strerror(err)}")
 
 
-def _write_proc(path: str, text: str) -> None:
-    with open(path, "w", encoding="ascii") as fh:
-        fh.write(text)
+def write_file(path: str, text: str) -> None:
+    """Write ``text`` to a ``/proc`` or ``/sys`` file in one ``write``.
+
+    Not ``open()``: in a fresh fork of the zygote, a text file's first ``open`` imports
+    the ``ascii`` codec from disk and builds three file objects, about 1 ms and 200
+    copy-on-write page faults here; this costs a tenth of that (and half of ``open()``'s
+    time in a warm process)."""
+    # The flags of ``open(path, "w")``: a regular file (a test's stand-in) is replaced.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+    try:
+        os.write(fd, text.encode("ascii"))
+    finally:
+        os.close(fd)
+
+
+def read_file(path: str) -> str:
+    """The text of a ``/proc`` or ``/sys`` file (ASCII; read as :func:`write_file` writes)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("ascii", "replace")
 
 
 def map_own_ids(uid: int, gid: int) -> None:
@@ -75,9 +99,9 @@ def map_own_ids(uid: int, gid: int) -> None:
     dumpable = _libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)
     prctl(PR_SET_DUMPABLE, 1)
     try:
-        _write_proc("/proc/self/setgroups", "deny")
-        _write_proc("/proc/self/uid_map", f"{uid} {uid} 1")
-        _write_proc("/proc/self/gid_map", f"{gid} {gid} 1")
+        write_file("/proc/self/setgroups", "deny")
+        write_file("/proc/self/uid_map", f"{uid} {uid} 1")
+        write_file("/proc/self/gid_map", f"{gid} {gid} 1")
     finally:
         prctl(PR_SET_DUMPABLE, max(dumpable, 0))
 

@@ -21,10 +21,12 @@ leave behind (:class:`_Leftovers`) before it exits.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import gc
 import importlib
 import json
+import mmap
 import os
 import select
 import shutil
@@ -34,7 +36,8 @@ import subprocess
 import sys
 import time
 from collections import deque
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, NoReturn
 
 from ._errors import WorkerError
 from ._keeper_lines import SpawnFailed
@@ -86,7 +89,24 @@ def read_only_paths() -> list[str]:
     except OSError:
         pass
     paths.update(("/etc/ld.so.cache", "/dev/urandom"))
-    return sorted(p for p in paths if os.path.exists(p))
+    return _outermost(p for p in paths if os.path.exists(p))
+
+
+def _outermost(paths: Iterable[str]) -> list[str]:
+    """``paths`` without those beneath a directory among them, sorted. A Landlock rule on a
+    directory holds for everything beneath it, so they add nothing but work: each is a rule
+    every child adds (50 paths here, 17 after). Compared as real paths, where Landlock sees
+    them: a path that leads out of a directory through a symlink keeps its own rule."""
+    real = {path: os.path.realpath(path) for path in paths}
+    dirs = {r for r in real.values() if os.path.isdir(r)}
+    kept = []
+    for path, r in real.items():
+        up = os.path.dirname(r)
+        while up not in dirs and up != os.path.dirname(up):
+            up = os.path.dirname(up)
+        if up == r or up not in dirs:
+            kept.append(path)
+    return sorted(kept)
 
 
 def _preload() -> None:
@@ -97,6 +117,10 @@ def _preload() -> None:
             pass
 
 
+_Paths = tuple[str, list[list[str]]]
+"""A keeper's scratch dir and its cgroups as its request named them ([name, procs file])."""
+
+
 class _Leftovers:
     """The scratch dir and cgroup directories of each keeper this zygote forked: what a
     host that died could not remove. Kept while the keeper runs and for the last
@@ -105,12 +129,13 @@ class _Leftovers:
     _ENDED = 1024
 
     def __init__(self) -> None:
-        self.running: dict[int, list[str]] = {}
-        self._ended: deque[list[str]] = deque(maxlen=self._ENDED)
+        self.running: dict[int, _Paths] = {}
+        self._ended: deque[_Paths] = deque(maxlen=self._ENDED)
 
     def forked(self, pid: int, cfg: dict[str, Any]) -> None:
-        cgroups = [os.path.dirname(procs) for _, procs in cfg.get("cgroups", [])]
-        self.running[pid] = [cfg["scratch"], *cgroups]
+        # The request's own objects, kept as they are: the zygote does as little as it
+        # can between forks (each write after a fork copies a page).
+        self.running[pid] = (cfg["scratch"], cfg.get("cgroups", []))
 
     def reap(self) -> None:
         """Reap every exited child (keepers, and orphans: the zygote is a subreaper)."""
@@ -131,10 +156,10 @@ class _Leftovers:
             if select.select([wake_r], [], [], left)[0]:  # SIGCHLD
                 os.read(wake_r, 4096)
             self.reap()
-        for scratch, *cgroups in self._ended:
+        for scratch, cgroups in self._ended:
             shutil.rmtree(scratch, ignore_errors=True)  # empty but for a run without a tmpfs
-            for path in cgroups:
-                _remove_cgroup(path, deadline=time.monotonic() + 1.0)
+            for _, procs in cgroups:
+                _remove_cgroup(os.path.dirname(procs), deadline=time.monotonic() + 1.0)
         self._ended.clear()
 
 
@@ -153,10 +178,12 @@ def _remove_cgroup(path: str, *, deadline: float) -> None:
 
 
 def _spawn(
-    msg: dict[str, Any], fds: list[int], static: dict[str, Any], leftovers: _Leftovers
+    msg: dict[str, Any],
+    fds: list[int],
+    static: dict[str, Any],
+    leftovers: _Leftovers,
+    keeper_main: Callable[[dict[str, Any], int, int], NoReturn],
 ) -> None:
-    from ._keeper import keeper_main
-
     if len(fds) != 2:
         return
     cfg = {**msg["cfg"], **static}
@@ -175,6 +202,27 @@ def _spawn(
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         keeper_main(cfg, fds[0], fds[1])
     leftovers.forked(pid, cfg)
+
+
+def _inbox() -> mmap.mmap:
+    """Where the requests are received: one buffer for the zygote's life. (A fresh buffer of
+    :data:`MAX_MESSAGE` per request, as ``socket.recv_fds`` makes, grew the zygote's heap
+    by about 1 KiB a run, for good: every fork after it copied more.) Its pages are backed
+    only where a request was written; private, and not inherited by the keepers."""
+    inbox = mmap.mmap(-1, MAX_MESSAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    inbox.madvise(mmap.MADV_DONTFORK)
+    return inbox
+
+
+def _receive(control: socket.socket, inbox: mmap.mmap) -> tuple[bytes, list[int]]:
+    """One request and the fds it carries (at most 4), as ``socket.recv_fds`` gives them;
+    ``b""`` when the host closed the channel."""
+    fds = array.array("i")
+    size, ancillary, _, _ = control.recvmsg_into([inbox], socket.CMSG_LEN(4 * fds.itemsize))
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+    return inbox[:size], list(fds)
 
 
 def _read_module(fd: int) -> str | None:
@@ -200,6 +248,7 @@ def _compile(module: object) -> None:
 
 def main(control_fd: int) -> None:
     from . import _seccomp
+    from ._keeper import keeper_main, uid_drop_obstacle
     from ._syscalls import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, prctl
 
     host_gone: list[bool] = []
@@ -212,12 +261,15 @@ def main(control_fd: int) -> None:
     _preload()
     with contextlib.suppress(OSError, RuntimeError, ValueError):
         _seccomp.prepare()  # built once; each child reports what it could not apply itself
+    install_paths = [sys.base_prefix, sys.prefix, os.path.dirname(sys.executable)]
     static: dict[str, Any] = {
         "read_only": read_only_paths(),
-        "install_paths": [sys.base_prefix, sys.prefix, os.path.dirname(sys.executable)],
+        # Asked once here, not by every keeper (they have the zygote's capabilities).
+        "uid_drop_obstacle": uid_drop_obstacle(install_paths) if os.geteuid() == 0 else "",
     }
     gc.freeze()
     control = socket.socket(fileno=control_fd)
+    inbox = _inbox()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     static["close_in_child"] = [control_fd, wake_r, wake_w]
@@ -233,7 +285,7 @@ def main(control_fd: int) -> None:
             leftovers.reap()
         if control not in ready:
             continue
-        data, fds, _, _ = socket.recv_fds(control, MAX_MESSAGE, 4)
+        data, fds = _receive(control, inbox)
         if not data:
             break
         try:
@@ -245,7 +297,7 @@ def main(control_fd: int) -> None:
                 if len(fds) == 1:
                     _compile(_read_module(fds[0]))
             else:
-                _spawn(msg, fds, static, leftovers)
+                _spawn(msg, fds, static, leftovers, keeper_main)
         except (ValueError, KeyError, TypeError):
             pass  # a malformed request: closing its fds tells the host
         finally:

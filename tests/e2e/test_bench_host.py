@@ -49,13 +49,16 @@ def test_host_facts_name_what_changes_the_figures() -> None:
     assert "at the start" in text and "at the end" in text
 
 
-def payload(figure: str, verdict: str, load: float) -> dict[str, Any]:
+def payload(figure: str, verdict: str, load: float, *, faults: bool = True) -> dict[str, Any]:
     machine = {**_host.host_facts(), "load_average": {"1m": load}}
     cpu = {"machine": 20.0, "host": 2.0, "zygote": 1.0, "keepers and children": 7.0}
+    facts: dict[str, Any] = {"cpu_ms_per_back_to_back_run": cpu}
+    if faults:  # results from before the suite counted them have none
+        facts["minor_faults_per_back_to_back_run"] = {"zygote": 150, "keepers and children": 1850}
     return {
         "machine": machine,
         "targets": [["run_code constant p50, 50 ms apart", figure, "<= 2 ms", verdict, ""]],
-        "facts": {"cpu_ms_per_back_to_back_run": cpu},
+        "facts": facts,
     }
 
 
@@ -69,4 +72,12 @@ def test_runs_side_by_side_with_each_runs_host_state() -> None:
     assert "load average (1 min) 0.5 at the start" in markdown
     assert "load average (1 min) 3.25 at the start" in markdown
     assert "| 10.0 ms | 10.0 ms |" in markdown  # ours: host + zygote + keepers and children
+    faults = "| page faults per back-to-back run: zygote, keepers and children | - |"
+    assert f"{faults} 2,000 | 2,000 |" in markdown
     assert len(data["runs"]) == 2
+
+
+def test_runs_from_before_the_fault_counts_show_none() -> None:
+    markdown, _ = render_runs([payload("1.900 ms", "met", 0.5, faults=False)])
+    faults = "| page faults per back-to-back run: zygote, keepers and children | - |"
+    assert f"{faults} - | - |" in markdown

@@ -88,6 +88,96 @@ def test_a_child_loads_the_seccomp_filter_the_zygote_prepared() -> None:
     assert os.waitstatus_to_exitcode(status) == 0
 
 
+def test_requests_arrive_in_one_buffer_that_no_keeper_inherits() -> None:
+    import ctypes
+
+    from worker._zygote import _inbox, _receive
+
+    inbox = _inbox()
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    read, write = os.pipe()
+    try:
+        for message in (b'{"cfg": {}}', b"x" * 70_000, b"{}"):
+            socket.send_fds(ours, [message], [read, write])
+            data, fds = _receive(theirs, inbox)
+            assert data == message and len(fds) == 2
+            for fd in fds:
+                os.close(fd)
+        ours.close()
+        assert _receive(theirs, inbox) == (b"", [])
+        address = ctypes.addressof(ctypes.c_char.from_buffer(inbox))
+        pid = os.fork()
+        if pid == 0:  # a keeper's view: the zygote's inbox is not mapped
+            ranges = [
+                [int(x, 16) for x in line.split()[0].split("-")]
+                for line in Path("/proc/self/maps").read_text().splitlines()
+            ]
+            os._exit(int(any(lo <= address < hi for lo, hi in ranges)))
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        for fd in (read, write):
+            os.close(fd)
+        theirs.close()
+
+
+def test_a_child_loads_the_prepared_filters_without_libseccomp() -> None:
+    from worker import _seccomp
+
+    if not _seccomp.available():
+        pytest.skip("libseccomp is not available on this host")
+    _seccomp.prepare()
+    pid = os.fork()
+    if pid == 0:  # the child: libseccomp gone, the programs the zygote made still load
+        code = 1
+        try:
+            vars(_seccomp)["_sc"] = None
+            _seccomp.install()
+            try:
+                os.kill(os.getppid(), 0)  # the signal filter: only its own pid
+            except PermissionError:
+                code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_the_read_only_paths_leave_out_what_a_directory_among_them_covers(
+    tmp_path: Path,
+) -> None:
+    from worker._zygote import _outermost
+
+    lib = tmp_path / "lib"
+    (lib / "sub").mkdir(parents=True)
+    (lib / "a.so").write_text("")
+    (lib / "sub" / "b.so").write_text("")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "c.so").write_text("")
+    (lib / "link").symlink_to(outside)  # beneath lib by name, not where Landlock looks
+    alone = tmp_path / "alone.so"
+    alone.write_text("")
+    paths = [str(p) for p in (lib, lib / "a.so", lib / "sub", lib / "sub" / "b.so", alone)]
+    assert _outermost([*paths, str(lib / "link" / "c.so")]) == sorted(
+        [str(alone), str(lib), str(lib / "link" / "c.so")]
+    )
+
+
+def test_every_file_the_zygote_maps_stays_beneath_a_read_only_path() -> None:
+    from worker._zygote import read_only_paths
+
+    kept = [os.path.realpath(p) for p in read_only_paths()]
+    mapped = {
+        line.split(None, 5)[5].strip()
+        for line in Path("/proc/self/maps").read_text().splitlines()
+        if len(line.split(None, 5)) == 6 and line.split(None, 5)[5].startswith("/")
+    }
+    for path in {os.path.realpath(p) for p in mapped if os.path.exists(p)}:
+        assert any(path == k or path.startswith(k + "/") for k in kept), path
+    assert not any(k.startswith(other + "/") for k in kept for other in kept)
+
+
 HOST = """
 import asyncio, sys
 from worker import Containment, SubprocessBackend
