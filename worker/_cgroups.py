@@ -325,29 +325,40 @@ class CgroupJanitor:
     """Removes finished runs' cgroups on a helper thread.
 
     ``rmdir`` of a just-emptied cgroup blocks for 5-20 ms here while the kernel offlines
-    it; doing it off the event loop keeps that out of every run's latency.
+    it; doing it off the event loop keeps that out of every run's latency. :meth:`discard`
+    (on the event loop) and :meth:`close` (on a worker thread, while chores may still
+    discard) may race: each helper thread has its own queue, published only once started,
+    so a close never joins a thread that has not started and a discard after a close
+    starts a new one instead of queueing behind the old one's end.
     """
 
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[RunCgroups | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._worker: tuple[threading.Thread, queue.SimpleQueue[RunCgroups | None]] | None = None
 
     def discard(self, cgroups: RunCgroups) -> None:
         if cgroups.memory is None and cgroups.pids is None and cgroups.unified is None:
             return
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._work, name="ptc-cgroup-janitor")
-            self._thread.daemon = True
-            self._thread.start()
-        self._queue.put(cgroups)
+        with self._lock:
+            if self._worker is None:
+                work: queue.SimpleQueue[RunCgroups | None] = queue.SimpleQueue()
+                thread = threading.Thread(
+                    target=self._work, args=(work,), name="ptc-cgroup-janitor", daemon=True
+                )
+                thread.start()
+                self._worker = (thread, work)
+            self._worker[1].put(cgroups)
 
     def close(self) -> None:
         """Finish every pending removal and stop the thread."""
-        if self._thread is not None:
-            self._queue.put(None)
-            self._thread.join()
-            self._thread = None
+        with self._lock:
+            worker, self._worker = self._worker, None
+        if worker is not None:
+            thread, work = worker
+            work.put(None)
+            thread.join()
 
-    def _work(self) -> None:
-        while (cgroups := self._queue.get()) is not None:
+    @staticmethod
+    def _work(work: queue.SimpleQueue[RunCgroups | None]) -> None:
+        while (cgroups := work.get()) is not None:
             cgroups.remove(timeout_s=5.0)

@@ -84,3 +84,46 @@ def test_here_runs_get_v1_memory_and_a_v2_cgroup_for_cgroup_kill() -> None:
         assert cgroups.peak_memory_kib() == 0  # nothing ran in it yet
     finally:
         cgroups.remove()
+
+
+def test_the_janitor_removes_every_discarded_cgroup_while_closes_race_discards(
+    tmp_path: Path,
+) -> None:
+    """The pool closes its janitor on a worker thread while chores on the event loop may
+    still discard: no close may join a thread that has not started, and no cgroup
+    discarded around a close may be left behind (it was, queued behind the old thread's
+    end)."""
+    import threading
+
+    janitor = _cgroups.CgroupJanitor()
+    dirs = [tmp_path / f"run-{i}" for i in range(400)]
+    for path in dirs:
+        path.mkdir()
+    errors: list[BaseException] = []
+    discarding = threading.Event()
+
+    def discard_all() -> None:
+        discarding.set()
+        try:
+            for path in dirs:
+                janitor.discard(RunCgroups(unified=str(path)))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    def close_often() -> None:
+        discarding.wait()
+        try:
+            for _ in range(200):
+                janitor.close()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=discard_all), threading.Thread(target=close_often)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    janitor.close()
+    assert errors == []
+    assert [path for path in dirs if path.exists()] == []
+    assert not [t for t in threading.enumerate() if t.name == "ptc-cgroup-janitor"]
