@@ -328,7 +328,7 @@ async def test_an_outer_abort_kills_the_worker_and_ends_the_run_as_aborted(
     started = anyio.Event()
 
     @scope.tool
-    def ping() -> int:
+    async def ping() -> int:  # on the event loop: Event.set() is not thread-safe
         """Tells the test the program is running."""
         started.set()
         return 1
@@ -359,8 +359,10 @@ async def test_closing_the_runtime_mid_run_is_abort() -> None:
     runtime = ptc.ToolRuntime(default_mode="code")
     started = anyio.Event()
 
+    # Async: a plain tool runs on a worker thread, where trio refuses Event.set() ("must
+    # be called from async context"); the program then failed and the test waited forever.
     @runtime.tool
-    def ping() -> int:
+    async def ping() -> int:
         """Tells the test the program is running."""
         started.set()
         return 1
