@@ -85,6 +85,9 @@ async def test_invalid_utf8_is_replaced_and_the_mount_keeps_working(agent: ptc.S
     await still_answers(agent)
 
 
+TOO_MANY = "holds more JSON values than max_reply_values=25,000"
+
+
 @pytest.mark.parametrize(
     ("tool", "arguments", "limits", "message"),
     [
@@ -102,28 +105,6 @@ async def test_invalid_utf8_is_replaced_and_the_mount_keeps_working(agent: ptc.S
                 ("image", {"mib": 50}),
             ]
         ],
-    ],
-)
-async def test_a_reply_over_a_limit_fails_clearly_and_the_next_call_works(
-    agent: ptc.Scope, tool: str, arguments: dict[str, Any], limits: dict[str, Any], message: str
-) -> None:
-    await ptc_mcp.mount(agent, hostile(), **limits)
-    with peak_memory_growth() as growth, anyio.fail_after(60):
-        result = await agent.call(tool, arguments)
-    code, text = error_of(result)
-    assert code == "TOOL_ERROR" and message in text, text
-    assert text.endswith(LIMITS)
-    await still_answers(agent)
-    # Nothing near the reply's size was held: at most the limit, a few times over.
-    assert growth[0] < 64 * 1024, f"peak memory grew by {growth[0]} KiB"
-
-
-TOO_MANY = "holds more JSON values than max_reply_values=25,000"
-
-
-@pytest.mark.parametrize(
-    ("tool", "arguments", "limits", "message"),
-    [
         # Within the byte limit, refused as they are read: before any parse, and before
         # max_reply_blocks could count the blocks.
         ("blocks", {"n": 150_000}, {}, TOO_MANY),
@@ -140,7 +121,7 @@ TOO_MANY = "holds more JSON values than max_reply_values=25,000"
         ("structured", {"n": 994}, {"max_reply_values": 1000}, "than max_reply_values=1,000"),
     ],
 )
-async def test_a_reply_of_too_many_values_fails_clearly_and_the_next_call_works(
+async def test_a_reply_over_a_limit_fails_clearly_and_the_next_call_works(
     agent: ptc.Scope, tool: str, arguments: dict[str, Any], limits: dict[str, Any], message: str
 ) -> None:
     await ptc_mcp.mount(agent, hostile(), **limits)
@@ -150,6 +131,7 @@ async def test_a_reply_of_too_many_values_fails_clearly_and_the_next_call_works(
     assert code == "TOOL_ERROR" and message in text, text
     assert text.endswith(LIMITS)
     await still_answers(agent)
+    # Nothing near the reply's size was held: at most the limit, a few times over.
     assert growth[0] < 64 * 1024, f"peak memory grew by {growth[0]} KiB"
 
 
