@@ -35,6 +35,8 @@ import platform
 import struct
 from typing import Any
 
+from ._gate_filter import gate_numbers, write_gate_filter
+
 DENIED_SYSCALLS: tuple[str, ...] = (
     "socket",
     "execve",
@@ -134,22 +136,6 @@ SIGNAL_SYSCALLS: tuple[str, ...] = (
     "pidfd_open",
 )
 """Allowed only with the child's own pid as first argument (:func:`signal_filter`)."""
-GROWTH_SYSCALLS: tuple[str, ...] = (
-    "write",
-    "pwrite64",
-    "writev",
-    "pwritev",
-    "pwritev2",
-    "sendfile",
-    "copy_file_range",
-    "splice",
-    "ftruncate",
-    "truncate",
-    "fallocate",
-)
-"""Every call that can make a file longer (or allocate its blocks): where no tmpfs holds the
-scratch quota, each one waits for the keeper's yes (:func:`write_gate_filter`). Shared
-mappings cannot extend a file; the channel is written with ``send``, never gated."""
 
 
 try:
@@ -230,7 +216,7 @@ def prepare() -> None:
         filt.add_rule(sc.ERRNO(errno.EPERM), name, sc.Arg(arg, sc.MASKED_EQ, mask, value))
     arch = int(sc.system_arch())
     numbers = tuple(int(sc.resolve_syscall(sc.Arch.NATIVE, n)) for n in SIGNAL_SYSCALLS)
-    growth = {int(sc.resolve_syscall(sc.Arch.NATIVE, n)): n for n in GROWTH_SYSCALLS}
+    growth = gate_numbers(lambda name: int(sc.resolve_syscall(sc.Arch.NATIVE, name)))
     clone = int(sc.resolve_syscall(sc.Arch.NATIVE, "clone"))
     _prepared = _Prepared(
         _exported(filt),
@@ -271,47 +257,24 @@ def install() -> tuple[str, ...]:
 
 
 def growth_syscalls() -> dict[int, str]:
-    """The numbers of :data:`GROWTH_SYSCALLS` on this arch (for the keeper's gate)."""
+    """Number -> name of the calls the write gate looks at on this arch (for the keeper)."""
     prepare()
     assert _prepared is not None
     return dict(_prepared.growth)
 
 
 def install_write_gate() -> int:
-    """Load the write gate into the calling thread: every call of :data:`GROWTH_SYSCALLS`
-    waits until the holder of the returned listener fd answers (seccomp user notification,
-    Linux 5.5 for the answer "go on"), and ``clone`` is refused, so no thread can change
-    the process's files while one waits. Raises ``OSError`` where the kernel or a
-    container's profile refuses it."""
+    """Load the write gate (``_gate_filter``) into the calling thread: every call that can
+    make the scratch dir take more space waits until the holder of the returned listener fd
+    answers (seccomp user notification, Linux 5.5 for the answer "go on"), and ``clone`` is
+    refused, so no thread can change the process's files while one waits. Raises
+    ``OSError`` where the kernel or a container's profile refuses it."""
     prepare()
     assert _prepared is not None
     program = write_gate_filter(
-        arch=_prepared.arch, numbers=tuple(_prepared.growth), refused=(_prepared.clone,)
+        arch=_prepared.arch, numbers=_prepared.growth, refused=(_prepared.clone,)
     )
     return _load(program, flags=_SECCOMP_FILTER_FLAG_NEW_LISTENER)
-
-
-def write_gate_filter(*, arch: int, numbers: tuple[int, ...], refused: tuple[int, ...]) -> bytes:
-    """The write gate as packed ``sock_filter`` instructions: ``numbers`` go to the
-    listener, ``refused`` get EPERM, everything else (and a foreign arch, which the base
-    filter kills) passes."""
-    checks = [*((n, True) for n in numbers), *((n, False) for n in refused)]
-    allow = 3 + len(checks)
-    notify, deny = allow + 1, allow + 2
-    prog = [
-        (_LD_W_ABS, 0, 0, _ARCH_OFFSET),
-        (_JEQ_K, 0, allow - 2, arch),
-        (_LD_W_ABS, 0, 0, _NR_OFFSET),
-    ]
-    for i, (number, gated) in enumerate(checks):
-        target = notify if gated else deny
-        prog.append((_JEQ_K, target - (3 + i) - 1, 0, number))
-    prog += [
-        (_RET_K, 0, 0, _RET_ALLOW),
-        (_RET_K, 0, 0, _RET_USER_NOTIF),
-        (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM),
-    ]
-    return b"".join(struct.pack("=HBBI", *ins) for ins in prog)
 
 
 # Classic BPF, as seccomp reads it (linux/filter.h, linux/seccomp.h).
@@ -320,7 +283,6 @@ _JEQ_K = 0x15
 _RET_K = 0x06
 _RET_ALLOW = 0x7FFF0000
 _RET_ERRNO = 0x00050000
-_RET_USER_NOTIF = 0x7FC00000
 _SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
 _ARCH_OFFSET = 4
 _NR_OFFSET = 0
