@@ -54,8 +54,10 @@ NAME_SYSCALLS: tuple[str, ...] = (
 long symlink's target take one of their own. ``open``/``openat`` wait only when their
 flags ask for ``O_CREAT``; ``openat2``'s flags are in memory, where the filter cannot look."""
 CREATE_FLAGS_ARG: dict[str, int] = {"open": 1, "openat": 2}
-REFUSED_SYSCALLS: tuple[str, ...] = ("file_setattr",)
-"""Refused with EOPNOTSUPP: sets extent size hints (XFS allocates by them, past the end)."""
+REFUSED_SYSCALLS: dict[str, int] = {"clone3": errno.ENOSYS, "file_setattr": errno.EOPNOTSUPP}
+"""Refused with these errors: ``clone3`` passes its flags in memory (ENOSYS: libc falls back
+to ``clone``, which the gate refuses: no threads, whatever else the child refuses);
+``file_setattr`` sets extent size hints (XFS allocates by them, past a file's end)."""
 REFUSED_IOCTLS: dict[int, str] = {
     0x40305828: "FS_IOC_RESVSP",
     0x4030582A: "FS_IOC_RESVSP64",
@@ -87,8 +89,9 @@ def gate_numbers(resolve: Callable[[str], int]) -> dict[int, str]:
 
 def write_gate_filter(*, arch: int, numbers: Mapping[int, str], refused: tuple[int, ...]) -> bytes:
     """The write gate as packed ``sock_filter`` instructions: the calls of ``numbers``
-    (:func:`gate_numbers`) go to the listener, as the module says; ``refused`` get EPERM;
-    everything else (and a foreign arch, which the base filter kills) passes."""
+    (:func:`gate_numbers`) go to the listener or are refused, as the module says;
+    ``refused`` (``clone``) get EPERM; everything else (and a foreign arch, which the base
+    filter kills) passes."""
     p = _bpf.Program()
     p.load(_bpf.ARCH_OFFSET)
     p.jump(_bpf.JEQ_K, arch, no="allow")
@@ -97,11 +100,11 @@ def write_gate_filter(*, arch: int, numbers: Mapping[int, str], refused: tuple[i
         if name in CREATE_FLAGS_ARG or name == "ioctl":
             p.jump(_bpf.JEQ_K, number, yes=name)
         elif name in REFUSED_SYSCALLS:
-            p.jump(_bpf.JEQ_K, number, yes="unsupported")
+            p.jump(_bpf.JEQ_K, number, yes=f"errno-{REFUSED_SYSCALLS[name]}")
         else:
             p.jump(_bpf.JEQ_K, number, yes="notify")
     for number in refused:
-        p.jump(_bpf.JEQ_K, number, yes="deny")
+        p.jump(_bpf.JEQ_K, number, yes=f"errno-{errno.EPERM}")
     p.goto("allow")
     for name, arg in CREATE_FLAGS_ARG.items():
         if name in numbers.values():
@@ -112,14 +115,13 @@ def write_gate_filter(*, arch: int, numbers: Mapping[int, str], refused: tuple[i
         p.label("ioctl")
         p.load(_bpf.arg_low(1))  # the command: an unsigned int, the high half ignored
         for command in REFUSED_IOCTLS:
-            p.jump(_bpf.JEQ_K, command, yes="unsupported")
+            p.jump(_bpf.JEQ_K, command, yes=f"errno-{errno.EOPNOTSUPP}")
         p.goto("allow")
     p.label("notify")
     p.ret(_bpf.RET_USER_NOTIF)
-    p.label("unsupported")
-    p.ret(_bpf.RET_ERRNO | errno.EOPNOTSUPP)
-    p.label("deny")
-    p.ret(_bpf.RET_ERRNO | errno.EPERM)
+    for error in sorted({errno.EOPNOTSUPP, errno.EPERM, *REFUSED_SYSCALLS.values()}):
+        p.label(f"errno-{error}")
+        p.ret(_bpf.RET_ERRNO | error)
     p.label("allow")
     p.ret(_bpf.RET_ALLOW)
     return p.assemble()

@@ -25,7 +25,8 @@ the scratch dir holds as many names as a tmpfs has inodes). A growth approved fo
 charged to it at once; growth not tied to a file is kept aside. Both hold until a recount,
 which happens only while the child waits on a call: then every approved call has completed,
 and what the files take is read again. When the keeper cannot see what it needs
-(``_scratch_proc.Blind``), the call gets ENOSPC and the keeper kills the child, naming why.
+(``_scratch_proc.Blind``), the call is never answered and the keeper kills the child,
+naming why.
 """
 
 from __future__ import annotations
@@ -119,8 +120,9 @@ class WriteGate:
 
     def answer(self, quota: ScratchQuota | None) -> str:
         """Answer every call waiting now; why the child must be killed ("" if it need not).
-        Without a quota (not set up: the report says so) every call goes on."""
-        reason = ""
+        A call that makes the keeper kill is left unanswered: the child waits on it until
+        the kill lands, and never goes on. Without a quota (not set up: the report says so)
+        every call goes on."""
         pending = select.poll()
         pending.register(self._fd, select.POLLIN)
         # POLLIN only: once the child is gone the listener reports a hang-up, not a call.
@@ -135,19 +137,26 @@ class WriteGate:
             call, tid, _, nr, _, _, *args = _NOTIF.unpack(buf)
             allowed = True
             if quota is not None:
-                allowed, why = self._decide(quota, tid, self._numbers.get(nr, ""), args)
-                reason = reason or why
+                allowed, reason = self._decide(quota, tid, self._numbers.get(nr, ""), args)
+                if reason:
+                    self.refused += 1
+                    return reason
             if not allowed:
                 self.refused += 1
             error = 0 if allowed else -errno.ENOSPC
             response = _RESP.pack(call, 0, error, _FLAG_CONTINUE if allowed else 0)
             with contextlib.suppress(OSError):  # ENOENT: the child died meanwhile
                 fcntl.ioctl(self._fd, _IOCTL_SEND, bytearray(response))
-        return reason
+        return ""
 
     def _decide(
         self, quota: ScratchQuota, tid: int, name: str, args: list[int]
     ) -> tuple[bool, str]:
+        # What the calls approved before did to the tree first (a new directory watched
+        # before the program can lock it, say): the child waits, nothing changes meanwhile.
+        reason = quota.check(recount=False)
+        if reason:
+            return False, reason
         try:
             charge = self._estimate(quota, tid, name, args)
         except Blind as exc:

@@ -219,12 +219,20 @@ class ScratchQuota:
         if mask & (_IN_DELETE | _IN_MOVED_FROM):
             self._forget(path)
             return
-        st = self._lstat(path)
+        created = bool(mask & (_IN_CREATE | _IN_MOVED_TO))
+        try:
+            st = self._lstat(path)
+        except Blind:
+            if created or path not in self._names:
+                raise
+            # A name it knows: every growth since was charged, so what it counts holds
+            # even where the program has locked the directory since.
+            return
         if st is None:  # gone again, or an unlinked/O_TMPFILE file: the fd scan sees it
             self._forget(path)
             return
         self._name(path, st, settled=settled)
-        if mask & (_IN_CREATE | _IN_MOVED_TO):
+        if created:
             self._restat_folder(folder, settled=settled)  # a new name may grow it a block
             if stat.S_ISDIR(st.st_mode):
                 self._watch_tree(path, settled=settled)

@@ -3,6 +3,7 @@ watcher, so each test reads exactly what the keeper saw after each step."""
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import json
 import os
@@ -47,10 +48,38 @@ def _step(op: str, *args: Any) -> Any:
     elif op == "touch":  # touch(prefix, n): n empty files
         for i in range(args[1]):
             open(f"{args[0]}{i}", "w").close()
+    elif op == "map":  # map(mib): an O_TMPFILE file of mib MiB, filled through a mapping
+        fd = os.open(".", os.O_TMPFILE | os.O_RDWR, 0o600)
+        size = args[0] * MIB
+        os.ftruncate(fd, size)
+        address = _libc.mmap(None, size, 3, 1, fd, 0)  # shared, read-write; no dup'd fd
+        ctypes.memset(address, 1, size)
+        _maps.append((address, size))
+        _held.append(fd)
+    elif op == "unmap":  # remove every mapping
+        while _maps:
+            _libc.munmap(*_maps.pop())
+    elif op == "xattr":  # xattr(name): an attribute past the inode's room (ext4: a block)
+        os.setxattr(args[0], "user.k", b"v" * 3000)
+    elif op == "mkdirs":  # mkdirs(prefix, n): n empty directories
+        for i in range(args[1]):
+            os.mkdir(f"{args[0]}{i}")
     return None
 
 
 _held: list[int] = []
+_maps: list[tuple[int, int]] = []
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = (
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_long,
+)
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 
 
 def _only_fds(*keep: int) -> None:
@@ -202,3 +231,24 @@ def test_too_many_names_make_the_keeper_kill(
     seen = _steps(writer, quota, ("touch", "f", 40), ("touch", "g", 20))
     assert seen[0][2] == ""
     assert "more than 50 files and directories" in seen[1][2]
+
+
+def test_a_file_only_mapped_counts_until_unmapped(scratch: tuple[Writer, ScratchQuota]) -> None:
+    # No name, and once "release" closed its fd, nothing but the mapping holds it.
+    writer, quota = scratch
+    seen = _steps(writer, quota, ("map", 3), ("release",), ("write", "a", 4), ("unmap",))
+    assert [total for _, total, _ in seen] == [3, 3, 7, 4]
+
+
+def test_attributes_and_directories_take_blocks(scratch: tuple[Writer, ScratchQuota]) -> None:
+    writer, quota = scratch
+    start = quota.total
+    writer.take("touch", "x", 1)
+    quota.check()
+    writer.take("xattr", "x0")  # IN_ATTRIB: the file takes its attribute's block
+    quota.check()
+    assert quota.total - start >= 4096
+    before = quota.total
+    writer.take("mkdirs", "d", 64)
+    quota.check()
+    assert quota.total - before >= 64 * 4096  # a block each (and the scratch dir grew)
