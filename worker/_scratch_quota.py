@@ -112,10 +112,20 @@ class ScratchQuota:
         """Whether the keeper has refused further growth (RLIMIT_FSIZE 0)."""
         self.blind = ""
         """Why the keeper could not see what it needs ("" while it can)."""
+        self.names_only = ""
+        """Why the count sees names only ("" when it sees the child's open and mapped
+        files too): a child without Landlock is not made dumpable, so its /proc is closed
+        to its keeper from the start; only without the gate, whose quota is after the fact
+        anyway."""
         self.total = 0
         try:
             self._watch_tree(path, settled=True)
-            self._recount()
+            try:
+                self._recount()
+            except Blind as exc:
+                if not refuse_growth:
+                    raise
+                self.names_only = str(exc)
         except Blind as exc:
             self.close()
             raise OSError(errno.EACCES, str(exc)) from exc
@@ -151,7 +161,9 @@ class ScratchQuota:
                     continue
                 if name:
                     self._event(folder, name, mask, settled=recount)
-            if recount:
+            if recount and self.names_only:
+                self._free(self._unnamed)  # held or not: it cannot tell
+            elif recount:
                 self._recount()
         except Blind as exc:
             self.blind = exc.reason
@@ -365,7 +377,10 @@ class ScratchQuota:
             self._set_taken(key, self.takes(key, st), settled=True)
             if not st.st_blocks:
                 self._reserved.pop(key, None)  # no block at all: none past the end
-        for key in loose:
+        self._free(loose)
+
+    def _free(self, keys: set[Key]) -> None:
+        for key in list(keys):
             self._unnamed.discard(key)
             self._reserved.pop(key, None)
             self.total -= self._taken.pop(key, 0)

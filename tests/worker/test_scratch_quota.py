@@ -4,6 +4,7 @@ watcher, so each test reads exactly what the keeper saw after each step."""
 from __future__ import annotations
 
 import ctypes
+import encodings.ascii  # noqa: F401 - as uid 65534 it could not be imported (under /root)
 import errno
 import json
 import os
@@ -11,6 +12,7 @@ import resource
 import shutil
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -252,3 +254,46 @@ def test_attributes_and_directories_take_blocks(scratch: tuple[Writer, ScratchQu
     writer.take("mkdirs", "d", 64)
     quota.check()
     assert quota.total - before >= 64 * 4096  # a block each (and the scratch dir grew)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another uid")
+def test_a_child_closed_to_its_keeper_from_the_start_is_counted_by_name() -> None:
+    # Without Landlock a child is not made dumpable: its keeper (uid 65534 here, the child
+    # this root test process) never sees its fds. Without the gate the count keeps to
+    # names; with it, the quota is not set up at all (a hard quota it could not keep).
+    tmp_path = Path(tempfile.mkdtemp(prefix="ptc-quota-test-"))  # reachable by uid 65534
+    os.chown(tmp_path, 65534, 65534)
+    child = os.getpid()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+            quota = ScratchQuota(str(tmp_path), child, LIMIT)
+            (tmp_path / "f").write_bytes(b"x" * MIB)
+            reason = quota.check()
+            found: dict[str, Any] = {
+                "names_only": quota.names_only,
+                "mib": quota.total // MIB,
+                "reason": reason,
+            }
+            try:
+                ScratchQuota(str(tmp_path), child, LIMIT, refuse_growth=False)
+                found["gated"] = "set up"
+            except OSError as exc:
+                found["gated"] = str(exc)
+        except BaseException as exc:
+            found = {"error": repr(exc)}
+        os.write(write, json.dumps(found).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as fh:
+        found = json.loads(fh.read())
+    os.waitpid(pid, 0)
+    shutil.rmtree(tmp_path)
+    assert "error" not in found, found
+    assert found["names_only"].startswith("cannot list /proc/"), found
+    assert found["mib"] == 1 and found["reason"] == "", found
+    assert "cannot list /proc/" in found["gated"], found
