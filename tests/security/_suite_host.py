@@ -86,6 +86,7 @@ def received(socks: list[socket.socket]) -> list[str]:
             except BlockingIOError:
                 break
         sock.close()
+    os.unlink(dgram_path())
     return got
 
 
