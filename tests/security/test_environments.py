@@ -307,8 +307,9 @@ def test_no_call_reaches_another_process(suite: tuple[str, HostRun, int]) -> Non
     env, run, _ = suite
     assert run.output is not None
     attempts = _case(run, "name other processes")["value"]
-    # Inside a pid namespace (E1, E2) the keeper is out of sight; elsewhere it is a target.
-    targets = {"host", "bystander"} | ({"keeper"} if env not in ("E1", "E2") else set())
+    # Inside a pid namespace the keeper is out of sight; elsewhere it is a target too.
+    pid_namespace = "pid namespace" in _case(run, "tcp")["enforcement"]["processes"]["mechanism"]
+    targets = {"host", "bystander"} | (set() if pid_namespace else {"keeper"})
     assert {name.split()[0] for name in attempts} == targets, attempts
     assert set(attempts.values()) == {"EPERM"}, (env, attempts)
     assert run.output["sched_after"] == run.output["sched_before"], env
