@@ -133,9 +133,9 @@ class ChildHandle:
     def alive(self) -> bool:
         """Whether the child and its keeper are both still running (a pooled child whose
         keeper died dies with it, and must not be handed a run)."""
-        fds = [fd for fd in (self._pidfd, self._keeper_pidfd) if fd >= 0]
-        if len(fds) < 2:
+        if self._pidfd < 0:
             return False
+        fds = [fd for fd in (self._pidfd, self._keeper_pidfd) if fd >= 0]
         ended, _, _ = select.select(fds, [], [], 0)
         return not ended
 
@@ -156,8 +156,9 @@ class ChildHandle:
                 self._keeper_pid = hello.keeper_pid
                 self._pid = hello.child_pid
                 with contextlib.suppress(ProcessLookupError):  # gone already: no ready
-                    self._keeper_pidfd = os.pidfd_open(hello.keeper_pid)
                     self._pidfd = os.pidfd_open(hello.child_pid)
+                    if hello.keeper_pid > 0:
+                        self._keeper_pidfd = os.pidfd_open(hello.keeper_pid)
                 frame = await self.channel.next_frame()
                 if frame is None:  # the child died setting up: its keeper says why
                     with anyio.move_on_after(STARTUP_REPORT_S):
