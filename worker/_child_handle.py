@@ -52,6 +52,7 @@ class ChildHandle:
         self._keeper_pid = 0
         self._pid = 0
         self._pidfd = -1
+        self._keeper_pidfd = -1
         self._enforcement: dict[Dimension, Enforcement] = {}
         self._ready = False
         self._closed = False
@@ -129,6 +130,15 @@ class ChildHandle:
         alive, _, _ = select.select([self._pidfd], [], [], 0)
         return None if alive else peak
 
+    def alive(self) -> bool:
+        """Whether the child and its keeper are both still running (a pooled child whose
+        keeper died dies with it, and must not be handed a run)."""
+        if self._pidfd < 0:
+            return False
+        fds = [fd for fd in (self._pidfd, self._keeper_pidfd) if fd >= 0]
+        ended, _, _ = select.select(fds, [], [], 0)
+        return not ended
+
     # --- the start --------------------------------------------------------------------
 
     async def handshake(self, timeout_s: float) -> None:
@@ -147,6 +157,8 @@ class ChildHandle:
                 self._pid = hello.child_pid
                 with contextlib.suppress(ProcessLookupError):  # gone already: no ready
                     self._pidfd = os.pidfd_open(hello.child_pid)
+                    if hello.keeper_pid > 0:
+                        self._keeper_pidfd = os.pidfd_open(hello.keeper_pid)
                 frame = await self.channel.next_frame()
                 if frame is None:  # the child died setting up: its keeper says why
                     with anyio.move_on_after(STARTUP_REPORT_S):
@@ -211,9 +223,9 @@ class ChildHandle:
                 if not self._cgroups.populated():
                     break
                 await anyio.sleep(0.0005)
-        if scope.cancelled_caught and self._keeper_pid > 0:  # belt and braces: the keeper
+        if scope.cancelled_caught and self._keeper_pidfd >= 0:  # belt and braces: the keeper
             with contextlib.suppress(OSError):
-                os.kill(self._keeper_pid, signal.SIGKILL)
+                signal.pidfd_send_signal(self._keeper_pidfd, signal.SIGKILL)
 
     async def close(self, janitor: CgroupJanitor | None = None) -> None:
         """Kill (if needed) and release everything: sockets, pidfd, scratch, cgroups.
@@ -226,8 +238,9 @@ class ChildHandle:
             self._closed = True
             await self.channel.aclose()
             await self.keeper.aclose()
-            with contextlib.suppress(OSError):
-                os.close(self._pidfd)
+            for fd in (self._pidfd, self._keeper_pidfd):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
             remove_scratch(self._scratch)
             if janitor is None:
                 self._cgroups.remove()

@@ -1,5 +1,6 @@
 """What the child applies to itself, after the keeper forked it and before it runs the
-program: only its channel fd, rlimits (core, fsize, nofile), an empty environment, the
+program: death with its keeper (``PR_SET_PDEATHSIG``: nothing outlives its supervisor), only
+its channel fd, rlimits (core, fsize, nofile, stack), an empty environment, the
 scratch dir as cwd, no_new_privs, Landlock, no capabilities, seccomp (with the filter for its
 own pid); then the enforcement report of what held, and ``worker._child.serve``. A step
 that fails is written on the keeper's error pipe before the child exits (the keeper puts it
@@ -26,6 +27,9 @@ from ._syscalls import PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, p
 
 NOFILE = 64
 FSIZE_BYTES = 64 * 1024 * 1024
+STACK_BYTES = 8 * 1024 * 1024
+"""The main thread's stack at most (the usual default): a stack is memory RLIMIT_DATA does not
+count, so a host that runs with ``ulimit -s unlimited`` must not lend that to a program."""
 EXIT_CPU_LIMIT = 128 + signal.SIGXCPU
 """Exit status of a child whose SIGXCPU handler ran (the soft CPU limit was reached)."""
 
@@ -37,22 +41,28 @@ def child_main(
     keeper_fd: int,
     failed_fd: int,
     gate_fd: int = -1,
+    keeper_pid: int = 0,
 ) -> NoReturn:
     """Entry of the child process (in the keeper's fork): contain, report, serve. Never
     returns. ``failed_fd``: the keeper's error pipe, closed before the program runs;
-    ``gate_fd``: where to send the listener of the write gate (-1: no gate)."""
-    step = "close the keeper's socket"
+    ``gate_fd``: where to send the listener of the write gate (-1: no gate); ``keeper_pid``:
+    the keeper as this process sees it (0 from inside a pid namespace)."""
+    step = "die with its keeper"
     try:
+        # Whatever kills the keeper (the host gone, an OOM kill, a bug) kills the child too.
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if keeper_pid and os.getppid() != keeper_pid:
+            raise OSError("the keeper died before the child could follow it")
+        step = "close the keeper's socket"
         os.close(keeper_fd)
-        if "pid" in facts.get("namespaces", ()):
-            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         step = "close every other fd"
         _isolate_fds(tuple(fd for fd in (run_fd, failed_fd, gate_fd) if fd >= 0))
         if cfg["rlimits"]:
-            step = "set its rlimits (core, fsize, nofile)"
+            step = "set its rlimits (core, fsize, nofile, stack)"
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
             resource.setrlimit(resource.RLIMIT_FSIZE, (FSIZE_BYTES, FSIZE_BYTES))
             resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE, NOFILE))
+            resource.setrlimit(resource.RLIMIT_STACK, _bounded(resource.RLIMIT_STACK, STACK_BYTES))
         os.environ.clear()
         step = f"enter the scratch dir {cfg['scratch']}"
         os.chdir(cfg["scratch"])
@@ -139,6 +149,14 @@ def _seccomp_step(cfg: dict[str, Any], facts: dict[str, Any]) -> None:
         facts["seccomp"] = True
     except (OSError, RuntimeError) as exc:
         facts["seccomp_error"] = str(exc)
+
+
+def _bounded(kind: int, most: int) -> tuple[int, int]:
+    """This process's limit of ``kind`` lowered to ``most`` (never raised)."""
+    soft, hard = resource.getrlimit(kind)
+    hard = most if hard == resource.RLIM_INFINITY else min(hard, most)
+    soft = hard if soft == resource.RLIM_INFINITY else min(soft, hard)
+    return soft, hard
 
 
 def _exit_at_cpu_limit(signum: int, frame: FrameType | None) -> NoReturn:

@@ -5,8 +5,12 @@ host allows (DESIGN section 7, "Where hosts run"; the table in docs/security.md)
 
 - filesystem: Landlock (reads and writes outside the allowed paths) and a scratch quota
   (a tmpfs of ``scratch_mib``, or the keeper's quota where no tmpfs can be mounted);
-- network: a net namespace, or seccomp refusing ``socket()`` (Landlock's TCP rule on top);
-- processes: seccomp (no fork, no exec, signals only to the child's own pid), so killing
+- network: seccomp refusing ``socket()`` and every way to a unix socket by path or abstract
+  name (``connect``, ``bind``, ``sendto`` with an address, datagram socketpairs), with a net
+  namespace and Landlock's TCP rule on top where they exist (a net namespace alone leaves
+  the filesystem's unix sockets reachable);
+- processes: seccomp (no fork, no exec, every call that names a process only on the child
+  itself: signals, rlimits, priorities, scheduling), so killing
   the child ends everything; a pid namespace and ``cgroup.kill`` on top where they exist;
   and the host's processes out of reach through ``/proc`` (Landlock, a user namespace or
   another uid);
@@ -118,16 +122,23 @@ def _filesystem(f: Facts) -> dict[str, str]:
     return _e("none", "none" + quota, _join([landlock, no_quota]))
 
 
+_SOCKETS = "seccomp socket()/connect() deny (connected socketpairs only)"
+
+
 def _network(f: Facts) -> dict[str, str]:
     tcp = " + Landlock TCP deny" if f.landlock_abi >= 4 else ""
-    if "net" in f.namespaces:
-        seccomp = " + seccomp socket() deny" if f.seccomp else ""
-        gap = "" if f.seccomp else "socket() allowed (seccomp off)"
-        return _e("full", "net namespace (no interfaces)" + seccomp + tcp, gap)
     if f.seccomp:
-        # No socket can be made (socketpair aside): nothing to connect with, whatever the
-        # Landlock ABI. Landlock's TCP rule is defence in depth on top.
-        return _e("full", "seccomp socket() deny (socketpair only)" + tcp)
+        # No socket can be made and none reached by path or name, whatever the Landlock ABI;
+        # a net namespace and Landlock's TCP rule are defence in depth on top.
+        netns = "net namespace (no interfaces) + " if "net" in f.namespaces else ""
+        return _e("full", netns + _SOCKETS + tcp)
+    why = f.seccomp_error or "seccomp off"
+    if "net" in f.namespaces:
+        return _e(
+            "partial",
+            "net namespace (no interfaces)" + tcp,
+            f"unix sockets by path reachable, and abstract ones without Landlock scope ({why})",
+        )
     if tcp:
         return _e(
             "partial",
@@ -151,7 +162,9 @@ def _processes(f: Facts) -> dict[str, str]:
         killers.append("cgroup.kill")
     if "pids" in f.cgroups or "pids" in f.cgroup_v2_controllers:
         killers.append("pids.max")
-    signal_text = f"signals to itself only ({' + '.join(signals)})" if signals else ""
+    signal_text = (
+        f"calls naming a process reach itself only ({' + '.join(signals)})" if signals else ""
+    )
     # Same uid, same user namespace, /proc visible: the host's /proc/<pid>/mem is open to it.
     exposed = not (f.landlock_abi or "user" in ns or f.uid_dropped)
     if f.seccomp and exposed:

@@ -92,36 +92,36 @@ def write_gate_filter(*, arch: int, numbers: Mapping[int, str], refused: tuple[i
     (:func:`gate_numbers`) go to the listener or are refused, as the module says;
     ``refused`` (``clone``) get EPERM; everything else (and a foreign arch, which the base
     filter kills) passes."""
-    p = _bpf.Program()
-    p.load(_bpf.ARCH_OFFSET)
-    p.jump(_bpf.JEQ_K, arch, no="allow")
-    p.load(_bpf.NR_OFFSET)
+    asm = _bpf.Assembler()
+    asm.emit(_bpf.LD_W_ABS, _bpf.ARCH_OFFSET)
+    asm.emit(_bpf.JEQ_K, arch, jf="allow")
+    asm.emit(_bpf.LD_W_ABS, _bpf.NR_OFFSET)
     for number, name in sorted(numbers.items()):
         if name in CREATE_FLAGS_ARG or name == "ioctl":
-            p.jump(_bpf.JEQ_K, number, yes=name)
+            asm.emit(_bpf.JEQ_K, number, jt=name)
         elif name in REFUSED_SYSCALLS:
-            p.jump(_bpf.JEQ_K, number, yes=f"errno-{REFUSED_SYSCALLS[name]}")
+            asm.emit(_bpf.JEQ_K, number, jt=f"errno-{REFUSED_SYSCALLS[name]}")
         else:
-            p.jump(_bpf.JEQ_K, number, yes="notify")
+            asm.emit(_bpf.JEQ_K, number, jt="notify")
     for number in refused:
-        p.jump(_bpf.JEQ_K, number, yes=f"errno-{errno.EPERM}")
-    p.goto("allow")
+        asm.emit(_bpf.JEQ_K, number, jt=f"errno-{errno.EPERM}")
+    asm.emit(_bpf.RET_K, _bpf.RET_ALLOW)
     for name, arg in CREATE_FLAGS_ARG.items():
         if name in numbers.values():
-            p.label(name)
-            p.load(_bpf.arg_low(arg))
-            p.jump(_bpf.JSET_K, os.O_CREAT, yes="notify", no="allow")
+            asm.label(name)
+            asm.emit(_bpf.LD_W_ABS, _bpf.arg_low(arg))
+            asm.emit(_bpf.JSET_K, os.O_CREAT, jt="notify", jf="allow")
     if "ioctl" in numbers.values():
-        p.label("ioctl")
-        p.load(_bpf.arg_low(1))  # the command: an unsigned int, the high half ignored
+        asm.label("ioctl")
+        asm.emit(_bpf.LD_W_ABS, _bpf.arg_low(1))  # the command: an unsigned int
         for command in REFUSED_IOCTLS:
-            p.jump(_bpf.JEQ_K, command, yes=f"errno-{errno.EOPNOTSUPP}")
-        p.goto("allow")
-    p.label("notify")
-    p.ret(_bpf.RET_USER_NOTIF)
+            asm.emit(_bpf.JEQ_K, command, jt=f"errno-{errno.EOPNOTSUPP}")
+        asm.emit(_bpf.RET_K, _bpf.RET_ALLOW)
+    asm.label("notify")
+    asm.emit(_bpf.RET_K, _bpf.RET_USER_NOTIF)
     for error in sorted({errno.EOPNOTSUPP, errno.EPERM, *REFUSED_SYSCALLS.values()}):
-        p.label(f"errno-{error}")
-        p.ret(_bpf.RET_ERRNO | error)
-    p.label("allow")
-    p.ret(_bpf.RET_ALLOW)
-    return p.assemble()
+        asm.label(f"errno-{error}")
+        asm.emit(_bpf.RET_K, _bpf.RET_ERRNO | error)
+    asm.label("allow")
+    asm.emit(_bpf.RET_K, _bpf.RET_ALLOW)
+    return asm.program()

@@ -228,6 +228,9 @@ def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
     if facts["scratch_keeper"] and cfg["seccomp"] and cfg.get("scratch_gate"):
         # The child sends the listener of its write gate here (see _scratch_gate).
         gate = _step("make the write gate's socket", socket.socketpair)
+    # The child checks that its parent is still this keeper once it has asked to die with
+    # it; inside a pid namespace its parent is invisible (0) and the namespace ends with it.
+    me = 0 if "pid" in facts.get("namespaces", ()) else os.getpid()
     child = _step("fork the child", os.fork)
     if child == 0:
         os.close(failed_r)
@@ -235,7 +238,7 @@ def _keeper(cfg: dict[str, Any], run_fd: int, keeper_fd: int) -> int:
         if gate is not None:
             gate[0].close()
             gate_fd = gate[1].detach()
-        child_main(cfg, facts, run_fd, keeper_fd, failed_w, gate_fd)
+        child_main(cfg, facts, run_fd, keeper_fd, failed_w, gate_fd, keeper_pid=me)
     os.close(run_fd)
     os.close(failed_w)
     if gate is not None:

@@ -363,7 +363,7 @@ class ChildPool:
                 self._retire(entry)
                 raise
             child = entry.child
-            alive = child.ready and child.keeper.exit is None and not child.closed
+            alive = child.ready and child.alive() and child.keeper.exit is None and not child.closed
             if entry.error is None and alive:
                 return child, entry.enforcement
             await child.close(self.janitor)

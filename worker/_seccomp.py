@@ -1,24 +1,30 @@
 """The child's seccomp filters: one built once in the zygote, one per child for its own pid.
 
 The base filter (libseccomp via pyseccomp; libseccomp checks the arch) answers EPERM to:
-``socket`` (``socketpair`` stays: the runtime and asyncio need it), exec, fork/vfork,
-``clone`` without ``CLONE_THREAD`` (threads still work), ptrace, mount and namespace calls,
-bpf, io_uring, keyrings, module loading and other kernel-attack surface; the calls that would
-let a program signal another process without naming its pid (``tkill``, which takes any
-thread id, ``pidfd_send_signal``, ``fcntl``/``ioctl`` that make a file send SIGIO to another
-owner); and every kind of memory that private-memory accounting (RLIMIT_DATA) does not see
-and that may outlive the process: ``memfd_create``, System V shared memory, semaphores and
-message queues, POSIX message queues, shared anonymous ``mmap``, larger pipe buffers.
-``clone3`` answers ENOSYS so libc falls back to ``clone``, whose flags we can inspect. A
-syscall from a foreign arch kills the process (libseccomp's default bad-arch action).
+``socket`` (``socketpair`` stays, for ``AF_UNIX`` stream and seqpacket pairs only: the runtime
+and asyncio need them), ``connect``, ``bind``, ``listen``, ``accept`` and ``sendto`` with an
+address (no unix socket by path or abstract name can be reached, a datagram included, in any
+environment, whatever the Landlock ABI); exec, fork/vfork, ``clone`` without ``CLONE_THREAD``
+(threads still work), ptrace, mount and namespace calls, bpf, io_uring, keyrings, module
+loading, the kernel log and other kernel-attack surface; the calls that would let a program
+reach another process without naming its pid in an argument the per-child filter can read
+(``tkill``, ``pidfd_send_signal``, ``kcmp``, ``fcntl``/``ioctl`` that make a file send SIGIO to
+another owner); every kind of memory that private-memory accounting (RLIMIT_DATA) does not
+see and that may outlive the process (``memfd_create``, System V shared memory, semaphores and
+message queues, POSIX message queues, shared anonymous ``mmap``, larger pipe buffers) or that
+it counts as stack (``MAP_GROWSDOWN``, and ``mremap``, which can move a piece of the stack
+and grow it); per-user kernel objects a program could use up against its keeper
+(``inotify``); and what the scratch quota cannot see: extended attributes (EOPNOTSUPP, as on
+a filesystem without them) and ``O_TMPFILE`` files (EOPNOTSUPP: ``tempfile`` falls back to a
+named file). ``clone3`` and ``openat2`` answer ENOSYS so libc falls back to ``clone`` and
+``openat``, whose arguments we can inspect. A syscall from a foreign arch kills the process
+(libseccomp's default bad-arch action).
 
-The per-child filter (:func:`signal_filter`, a few classic BPF instructions built without
-libseccomp) allows ``kill``, ``tgkill``, ``rt_sigqueueinfo``, ``rt_tgsigqueueinfo`` and
-``pidfd_open`` only with the child's own pid as their first argument, compared on all 64
-bits (the kernel reads 32: a value with high bits set is refused, never truncated to another
-pid); 0, -1 and negative pids (process groups, every process) are refused. Without a pid
-namespace or Landlock's signal scope (ABI 6), this is what keeps a program from signalling
-the host's processes of its uid.
+The per-child filter (``_bpf.self_filter``, classic BPF built without libseccomp) allows every
+system call that names another process (signals, rlimits, priorities, scheduling, I/O
+priority, page migration, process groups: ``_bpf.SELF_RULES``) only when it names the child
+itself. Without a pid namespace, this is what keeps a program from its keeper, its host and
+other runs of the same uid.
 
 Both are built once, in the zygote, as the programs the kernel reads (the base filter
 exported from libseccomp, whose own load would generate it again in every child, with
@@ -35,6 +41,7 @@ import platform
 import struct
 from typing import Any
 
+from . import _bpf
 from ._gate_filter import gate_numbers, write_gate_filter
 
 DENIED_SYSCALLS: tuple[str, ...] = (
@@ -65,6 +72,7 @@ DENIED_SYSCALLS: tuple[str, ...] = (
     "finit_module",
     "delete_module",
     "kexec_load",
+    "kexec_file_load",
     "open_by_handle_at",
     "name_to_handle_at",
     "fanotify_init",
@@ -72,13 +80,35 @@ DENIED_SYSCALLS: tuple[str, ...] = (
     "mknodat",
     "fsopen",
     "fsmount",
+    "fsconfig",
+    "fspick",
     "open_tree",
     "move_mount",
-    # Signals to a target the pid filter cannot see: any thread id, a pidfd.
+    "mount_setattr",
+    "quotactl",
+    "quotactl_fd",
+    "syslog",
+    "uselib",
+    "lookup_dcookie",
+    # A global memory barrier interrupts every CPU of the machine.
+    "membarrier",
+    # Sockets: nothing to connect to, no name to take (a socketpair is connected already).
+    "connect",
+    "bind",
+    "listen",
+    "accept",
+    "accept4",
+    # Another process reached through a handle the per-child filter cannot read: any
+    # thread id, a pidfd, a pair of pids.
     "tkill",
     "pidfd_send_signal",
     "pidfd_getfd",
     "process_madvise",
+    "process_mrelease",
+    "kcmp",
+    # Per-user kernel objects (128 inotify instances per uid): the keeper's quota needs one.
+    "inotify_init",
+    "inotify_init1",
     # Memory outside RLIMIT_DATA, some of it outliving the process without an ipc namespace.
     "memfd_create",
     "memfd_secret",
@@ -99,10 +129,32 @@ DENIED_SYSCALLS: tuple[str, ...] = (
     "mq_timedreceive",
     "mq_notify",
     "mq_getsetattr",
+    # Memory counted as stack, not data: mremap can move a piece of the stack and grow it.
+    "mremap",
     # Asynchronous I/O writes files without a write(2) the keeper's gate would see.
     "io_setup",
     "io_submit",
 )
+NEWER_SYSCALLS: dict[str, int] = {
+    "open_tree_attr": 467,
+    "listmount": 458,
+    "statmount": 457,
+}
+"""Denied too, by number: younger than some libseccomp releases that still know the rest
+(numbers from 424 on are the same on every architecture ptc runs on)."""
+XATTR_SYSCALLS: dict[str, int | None] = {
+    "setxattr": None,
+    "lsetxattr": None,
+    "fsetxattr": None,
+    "removexattr": None,
+    "lremovexattr": None,
+    "fremovexattr": None,
+    "setxattrat": 463,
+    "removexattrat": 466,
+}
+"""Extended attributes take blocks the scratch quota does not see and kernel memory on a
+tmpfs: answered EOPNOTSUPP, as a filesystem without them would (``shutil.copystat`` expects
+that). ``None``: libseccomp knows the name; else the number (Linux 6.13)."""
 _CLONE_THREAD = 0x00010000
 _LOW_32 = 0xFFFFFFFF
 _F_SETOWN = 8
@@ -112,30 +164,55 @@ _FIOSETOWN = 0x8901
 _SIOCSPGRP = 0x8902
 _MAP_SHARED = 0x01  # MAP_SHARED_VALIDATE (0x03) has this bit too
 _MAP_ANONYMOUS = 0x20
-ARGUMENT_RULES: tuple[tuple[str, str, int, int, int], ...] = (
-    # (what it stops, syscall, argument, mask, value): EPERM when (arg & mask) == value.
-    # The kernel reads these arguments as 32-bit ints: only the low half is compared.
-    ("SIGIO to another owner", "fcntl", 1, _LOW_32, _F_SETOWN),
-    ("SIGIO to another owner", "fcntl", 1, _LOW_32, _F_SETOWN_EX),
-    ("SIGIO to another owner", "ioctl", 1, _LOW_32, _FIOSETOWN),
-    ("SIGIO to another owner", "ioctl", 1, _LOW_32, _SIOCSPGRP),
-    ("pipe buffers beyond 64 KiB", "fcntl", 1, _LOW_32, _F_SETPIPE_SZ),
+_MAP_GROWSDOWN = 0x0100
+_AF_UNIX = 1
+_SOCK_TYPE_MASK = 0xF
+_SOCK_STREAM = 1
+_SOCK_SEQPACKET = 5
+_O_TMPFILE_BIT = 0o20000000  # __O_TMPFILE: O_TMPFILE is this bit with O_DIRECTORY
+ARGUMENT_RULES: tuple[tuple[str, str, int, int, int, int], ...] = (
+    # (what it stops, syscall, errno, argument, mask, value): the errno when
+    # (arg & mask) == value. The kernel reads most of these as 32-bit ints: only the low
+    # half is compared where it does.
+    ("SIGIO to another owner", "fcntl", errno.EPERM, 1, _LOW_32, _F_SETOWN),
+    ("SIGIO to another owner", "fcntl", errno.EPERM, 1, _LOW_32, _F_SETOWN_EX),
+    ("SIGIO to another owner", "ioctl", errno.EPERM, 1, _LOW_32, _FIOSETOWN),
+    ("SIGIO to another owner", "ioctl", errno.EPERM, 1, _LOW_32, _SIOCSPGRP),
+    ("pipe buffers beyond 64 KiB", "fcntl", errno.EPERM, 1, _LOW_32, _F_SETPIPE_SZ),
     (
         "shared anonymous memory",
         "mmap",
+        errno.EPERM,
         3,
         _MAP_SHARED | _MAP_ANONYMOUS,
         _MAP_SHARED | _MAP_ANONYMOUS,
     ),
+    ("memory counted as stack", "mmap", errno.EPERM, 3, _MAP_GROWSDOWN, _MAP_GROWSDOWN),
+    ("files with no name", "open", errno.EOPNOTSUPP, 1, _O_TMPFILE_BIT, _O_TMPFILE_BIT),
+    ("files with no name", "openat", errno.EOPNOTSUPP, 2, _O_TMPFILE_BIT, _O_TMPFILE_BIT),
+    # A datagram or raw pair could be given an address with sendmsg (which seccomp cannot
+    # read); a stream or seqpacket pair is connected and ignores one.
+    *(
+        (
+            "socketpairs other than stream/seqpacket",
+            "socketpair",
+            errno.EPERM,
+            1,
+            _SOCK_TYPE_MASK,
+            kind,
+        )
+        for kind in range(_SOCK_TYPE_MASK + 1)
+        if kind not in (_SOCK_STREAM, _SOCK_SEQPACKET)
+    ),
 )
-SIGNAL_SYSCALLS: tuple[str, ...] = (
-    "kill",
-    "tgkill",
-    "rt_sigqueueinfo",
-    "rt_tgsigqueueinfo",
-    "pidfd_open",
+NONZERO_RULES: tuple[tuple[str, str, int], ...] = (
+    # (what it stops, syscall, argument): EPERM when the argument is not 0 (all 64 bits).
+    ("a datagram to an address (a unix socket by path or name)", "sendto", 4),
 )
-"""Allowed only with the child's own pid as first argument (:func:`signal_filter`)."""
+NOT_EQUAL_RULES: tuple[tuple[str, str, int, int], ...] = (
+    # (what it stops, syscall, argument, value): EPERM when the argument is anything else.
+    ("socketpairs of other families", "socketpair", 0, _AF_UNIX),
+)
 
 
 try:
@@ -165,28 +242,27 @@ class _Program:
 
 
 class _Prepared:
-    """The base filter, what it denies, and what the per-child filter needs to know."""
+    """The base filter, what it denies, and the per-child filter's template."""
 
     def __init__(
         self,
         base: bytes,
         denied: tuple[str, ...],
         arch: int,
-        signals: tuple[int, ...],
+        own: tuple[tuple[int, _bpf.SelfRule], ...],
         growth: dict[int, str],
         clone: int,
     ) -> None:
         self.base = _Program(base)
         self.denied = denied
         self.arch = arch
-        self.signal_numbers = signals
         self.growth = growth
         self.clone = clone
         # The per-child filter differs only in the pid it compares: built once here, and
-        # each child patches its pid in (one jeq's constant) instead of building it.
-        template = signal_filter(_PLACEHOLDER_PID, arch=arch, numbers=signals)
-        self.pid_offset = _pid_offset(template)
-        self.signals = _Program(template)
+        # each child patches its pid into those constants instead of building it.
+        template = _bpf.self_filter(_bpf.PLACEHOLDER_PID, arch=arch, rules=own)
+        self.pid_offsets = _bpf.pid_offsets(template)
+        self.own = _Program(template)
 
 
 _prepared: _Prepared | None = None
@@ -204,28 +280,34 @@ def prepare() -> None:
         raise OSError("libseccomp is not available")
     filt = sc.SyscallFilter(defaction=sc.ALLOW)
     denied: list[str] = []
-    for name in DENIED_SYSCALLS:
+    refusals = [
+        *((n, None, errno.EPERM) for n in DENIED_SYSCALLS),
+        *((n, number, errno.EPERM) for n, number in NEWER_SYSCALLS.items()),
+        *((n, number, errno.EOPNOTSUPP) for n, number in XATTR_SYSCALLS.items()),
+    ]
+    for name, number, code in refusals:
         try:
-            filt.add_rule(sc.ERRNO(errno.EPERM), name)
+            filt.add_rule(sc.ERRNO(code), name if number is None else number)
         except (OSError, RuntimeError, ValueError):
             continue  # not a syscall on this arch
         denied.append(name)
     filt.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, _CLONE_THREAD, 0))
     filt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
-    for _, name, arg, mask, value in ARGUMENT_RULES:
-        filt.add_rule(sc.ERRNO(errno.EPERM), name, sc.Arg(arg, sc.MASKED_EQ, mask, value))
+    filt.add_rule(sc.ERRNO(errno.ENOSYS), "openat2")
+    for _, name, code, arg, mask, value in ARGUMENT_RULES:
+        filt.add_rule(sc.ERRNO(code), name, sc.Arg(arg, sc.MASKED_EQ, mask, value))
+    for _, name, arg in NONZERO_RULES:
+        filt.add_rule(sc.ERRNO(errno.EPERM), name, sc.Arg(arg, sc.NE, 0))
+    for _, name, arg, value in NOT_EQUAL_RULES:
+        filt.add_rule(sc.ERRNO(errno.EPERM), name, sc.Arg(arg, sc.NE, value))
     arch = int(sc.system_arch())
-    numbers = tuple(int(sc.resolve_syscall(sc.Arch.NATIVE, n)) for n in SIGNAL_SYSCALLS)
+    own = tuple(
+        (int(sc.resolve_syscall(sc.Arch.NATIVE, rule.syscall)), rule) for rule in _bpf.SELF_RULES
+    )
     growth = gate_numbers(lambda name: int(sc.resolve_syscall(sc.Arch.NATIVE, name)))
     clone = int(sc.resolve_syscall(sc.Arch.NATIVE, "clone"))
-    _prepared = _Prepared(
-        _exported(filt),
-        (*denied, "clone(without CLONE_THREAD)", "clone3(ENOSYS)"),
-        arch,
-        numbers,
-        growth,
-        clone,
-    )
+    refused = ("clone(without CLONE_THREAD)", "clone3(ENOSYS)", "openat2(ENOSYS)")
+    _prepared = _Prepared(_exported(filt), (*denied, *refused), arch, own, growth, clone)
 
 
 def _exported(filt: Any) -> bytes:
@@ -240,7 +322,7 @@ def _exported(filt: Any) -> bytes:
 
 
 def install() -> tuple[str, ...]:
-    """Set ``no_new_privs`` and load the base filter and the signal filter for this
+    """Set ``no_new_privs`` and load the base filter and the per-child filter for this
     process's pid into the calling thread; returns what they deny.
 
     Raises ``OSError`` when seccomp cannot be applied.
@@ -251,9 +333,11 @@ def install() -> tuple[str, ...]:
         err = ctypes.get_errno()
         raise OSError(err, f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(err)}")
     _prepared.base.load()
-    struct.pack_into("=I", _prepared.signals.buffer, _prepared.pid_offset, os.getpid())
-    _prepared.signals.load()
-    return (*_prepared.denied, "signals to any pid but its own")
+    pid = os.getpid()
+    for offset in _prepared.pid_offsets:
+        struct.pack_into("=I", _prepared.own.buffer, offset, pid)
+    _prepared.own.load()
+    return (*_prepared.denied, "calls that name any process but itself")
 
 
 def growth_syscalls() -> dict[int, str]:
@@ -277,62 +361,8 @@ def install_write_gate() -> int:
     return _load(program, flags=_SECCOMP_FILTER_FLAG_NEW_LISTENER)
 
 
-# Classic BPF, as seccomp reads it (linux/filter.h, linux/seccomp.h).
-_LD_W_ABS = 0x20
-_JEQ_K = 0x15
-_RET_K = 0x06
-_RET_ALLOW = 0x7FFF0000
-_RET_ERRNO = 0x00050000
 _SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
-_ARCH_OFFSET = 4
-_NR_OFFSET = 0
-_ARG0_LOW = 16  # seccomp_data.args[0], little-endian (x86_64, aarch64)
-_ARG0_HIGH = 20
 _SECCOMP_SET_MODE_FILTER = 1
-
-
-_PLACEHOLDER_PID = 0x7FFFFFFE
-
-
-def _pid_offset(template: bytes) -> int:
-    """Where the pid constant sits in a :func:`signal_filter` built for the placeholder."""
-    for at in range(0, len(template), 8):
-        code, _, _, k = struct.unpack_from("=HBBI", template, at)
-        if code == _JEQ_K and k == _PLACEHOLDER_PID:
-            return at + 4
-    raise ValueError("no pid in the signal filter")
-
-
-def signal_filter(own_pid: int, *, arch: int, numbers: tuple[int, ...]) -> bytes:
-    """The per-child filter as packed ``sock_filter`` instructions: the calls ``numbers``
-    get EPERM unless their first argument is exactly ``own_pid`` (all 64 bits); every other
-    call, and any call from a foreign arch (which the base filter kills), is allowed."""
-    if not 0 < own_pid <= 0x7FFFFFFF:
-        raise ValueError(f"not a pid: {own_pid}")
-    n = len(numbers)
-    # Layout: 0 ld arch; 1 jeq arch; 2 ld nr; 3..3+n-1 jeq nr -> check; 3+n ret allow;
-    # check: ld low; jeq pid; ld high; jeq 0; ret allow; ret errno.
-    allow_early = 3 + n
-    check = allow_early + 1
-    allow, deny = check + 4, check + 5
-    prog = [
-        (_LD_W_ABS, 0, 0, _ARCH_OFFSET),
-        (_JEQ_K, 0, allow_early - 2, arch),
-        (_LD_W_ABS, 0, 0, _NR_OFFSET),
-    ]
-    for i, number in enumerate(numbers):
-        at = 3 + i
-        prog.append((_JEQ_K, check - at - 1, 0, number))
-    prog += [
-        (_RET_K, 0, 0, _RET_ALLOW),
-        (_LD_W_ABS, 0, 0, _ARG0_LOW),
-        (_JEQ_K, 0, deny - (check + 1) - 1, own_pid),
-        (_LD_W_ABS, 0, 0, _ARG0_HIGH),
-        (_JEQ_K, allow - (check + 3) - 1, deny - (check + 3) - 1, 0),
-        (_RET_K, 0, 0, _RET_ALLOW),
-        (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM),
-    ]
-    return b"".join(struct.pack("=HBBI", *ins) for ins in prog)
 
 
 class _SockFprog(ctypes.Structure):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,94 @@ HOST = Path(__file__).with_name("_suite_host.py").read_text()
 CANARY = "CANARY-18-c0ffee"
 MIB = 1024
 SHORT = {"wall_seconds": 10.0, "cpu_seconds": 5.0}
+
+PROGRAMS = {
+    "name other processes": textwrap.dedent(
+        """\
+        import ctypes, errno, os, platform, resource
+        libc = ctypes.CDLL(None, use_errno=True)
+        IOPRIO_SET = {"x86_64": 251, "aarch64": 30}[platform.machine()]
+
+        def ioprio_idle(pid):
+            if libc.syscall(IOPRIO_SET, 1, pid, (3 << 13) | 7) < 0:
+                raise OSError(ctypes.get_errno(), "ioprio_set")
+
+        out = {}
+        targets = {"keeper": os.getppid(), "host": HOSTPID, "bystander": BYSTANDER}
+        for who, pid in targets.items():
+            if pid <= 0:
+                continue
+            calls = {
+                "prlimit cpu": lambda: resource.prlimit(pid, resource.RLIMIT_CPU, (1, 1)),
+                "prlimit nofile": lambda: resource.prlimit(pid, resource.RLIMIT_NOFILE, (3, 3)),
+                "read limits": lambda: resource.prlimit(pid, resource.RLIMIT_NOFILE),
+                "nice": lambda: os.setpriority(os.PRIO_PROCESS, pid, 19),
+                "affinity": lambda: os.sched_setaffinity(pid, {0}),
+                "idle": lambda: os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0)),
+                "ioprio": lambda: ioprio_idle(pid),
+            }
+            for name, call in calls.items():
+                try:
+                    call()
+                    out[f"{who} {name}"] = "done"
+                except OSError as e:
+                    out[f"{who} {name}"] = errno.errorcode.get(e.errno, str(e))
+        return out
+        """
+    ),
+    "datagrams to host sockets": textwrap.dedent(
+        """\
+        import errno, socket
+        out = {}
+
+        def attempt(name, call):
+            try:
+                call()
+                out[name] = "sent"
+            except OSError as e:
+                out[name] = errno.errorcode.get(e.errno, str(e))
+
+        def pair(kind):
+            return socket.socketpair(socket.AF_UNIX, kind)[0]
+
+        attempt("dgram pair by path", lambda: pair(socket.SOCK_DGRAM).sendto(b"p", "DGRAMPATH"))
+        attempt("dgram pair by name", lambda: pair(socket.SOCK_DGRAM).sendto(b"n", "\\0ABSTRACT"))
+        attempt("connect by path", lambda: pair(socket.SOCK_STREAM).connect("DGRAMPATH"))
+        attempt("connect by name", lambda: pair(socket.SOCK_STREAM).connect("\\0ABSTRACT"))
+        return out
+        """
+    ),
+    "memory as stack": textwrap.dedent(
+        """\
+        import ctypes, errno, mmap
+        out = {}
+        try:
+            m = mmap.mmap(-1, 512 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x0100)
+            for i in range(0, len(m), 4096):
+                m[i] = 1
+            out["growsdown"] = "held"
+        except OSError as e:
+            out["growsdown"] = errno.errorcode.get(e.errno)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mremap.restype = ctypes.c_void_p
+        libc.mremap.argtypes = [
+            ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p
+        ]
+        end = ctypes.c_void_p.in_dll(libc, "__libc_stack_end").value & ~4095
+        errors = set()
+        for k in range(512, 8, -1):  # from below: the first page that moves is unused
+            new = libc.mremap(end - k * 4096, 4096, 512 << 20, 1, None)
+            if new not in (None, 2**64 - 1):
+                ctypes.memset(new, 1, 480 << 20)
+                errors = {"held"}
+                break
+            errors.add(errno.errorcode.get(ctypes.get_errno()))
+        out["mremap stack"] = sorted(errors)
+        return out
+        """
+    ),
+}
+"""The longer attack programs of issue 27 (the red team's), as a model would write them."""
 
 CASES: dict[str, dict[str, Any]] = {
     "tcp": {
@@ -78,6 +167,18 @@ CASES: dict[str, dict[str, Any]] = {
             "    except OSError as e:\n        out[name] = errno.errorcode[e.errno]\nreturn out"
         ),
     },
+    # Issue 27, item 4: without a pid namespace every call that names a process was a way to
+    # the keeper (its parent), the host and other runs; the host was killed through its
+    # RLIMIT_CPU. Every target is a process the suite started: its host, its bystander, and
+    # the program's own parent (0 inside a pid namespace, where it is out of sight).
+    "name other processes": {"code": PROGRAMS["name other processes"]},
+    # Item 7: a datagram from a socketpair reached a host daemon's socket by path (every
+    # environment, E1 included) and by abstract name (where Landlock has no socket scope).
+    "datagrams to host sockets": {"code": PROGRAMS["datagrams to host sockets"]},
+    # Item 6: memory that RLIMIT_DATA counts as stack held 384-1,024 MiB with memory_mib=64
+    # where no cgroup bounds it: a MAP_GROWSDOWN mapping, or a page of the stack moved by
+    # mremap and grown.
+    "memory as stack": {"code": PROGRAMS["memory as stack"], "limits": {"memory_mib": 64}},
     "memory bomb": {
         "code": "chunks = []\nwhile True:\n    chunks.append(bytearray(1 << 20))",
         "limits": {"memory_mib": 128},
@@ -200,6 +301,36 @@ def test_no_process_is_left_and_no_other_is_signalled(suite: tuple[str, HostRun,
     assert run.output is not None and run.output["bystander_alive"]
     escaped = ("ptc-escaped.txt",) if env == NO_LANDLOCK else ()  # see the test above
     assert run.survivors == () and run.leftovers == escaped, (run.survivors, run.leftovers)
+
+
+def test_no_call_reaches_another_process(suite: tuple[str, HostRun, int]) -> None:
+    env, run, _ = suite
+    assert run.output is not None
+    attempts = _case(run, "name other processes")["value"]
+    # Inside a pid namespace the keeper is out of sight; elsewhere it is a target too.
+    pid_namespace = "pid namespace" in _case(run, "tcp")["enforcement"]["processes"]["mechanism"]
+    targets = {"host", "bystander"} | (set() if pid_namespace else {"keeper"})
+    assert {name.split()[0] for name in attempts} == targets, attempts
+    assert set(attempts.values()) == {"EPERM"}, (env, attempts)
+    assert run.output["sched_after"] == run.output["sched_before"], env
+    assert run.output["bystander_alive"]
+
+
+def test_no_datagram_reaches_a_host_socket(suite: tuple[str, HostRun, int]) -> None:
+    env, run, _ = suite
+    assert run.output is not None
+    attempts = _case(run, "datagrams to host sockets")["value"]
+    assert attempts == dict.fromkeys(attempts, "EPERM") and len(attempts) == 4, (env, attempts)
+    assert run.output["daemons_received"] == [], env
+    assert _case(run, "datagrams to host sockets")["enforcement"]["network"]["level"] == "full"
+
+
+def test_no_memory_is_held_as_stack(suite: tuple[str, HostRun, int]) -> None:
+    env, run, _ = suite
+    case = _case(run, "memory as stack")
+    assert case["value"] == {"growsdown": "EPERM", "mremap stack": ["EPERM"]}, (env, case)
+    peak = case["peak_memory_kib"]
+    assert peak is None or peak <= 1.25 * 64 * MIB, (env, peak)
 
 
 def test_memory_stays_within_a_quarter_over(suite: tuple[str, HostRun, int]) -> None:

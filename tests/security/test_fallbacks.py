@@ -130,7 +130,7 @@ async def test_network_without_netns_or_landlock_tcp_is_seccomp_alone(
         srv.close()
     network = out.enforcement["network"]
     assert network.level == "full"
-    assert network.mechanism == "seccomp socket() deny (socketpair only)"
+    assert network.mechanism == "seccomp socket()/connect() deny (connected socketpairs only)"
 
 
 DAEMON = """

@@ -43,7 +43,11 @@ ALL_FULL = dict.fromkeys(("filesystem", "network", "processes", "memory", "cpu")
         ("cgroups", {}, "return 1"),
         ("rlimits", {"cpu": "none"}, "import resource\nreturn resource.getrlimit(0)[0] == -1"),
         ("landlock", {"filesystem": "none"}, "return len(open('/etc/passwd').read()) > 0"),
-        ("seccomp", {"processes": "partial"}, "import socket\nsocket.socketpair()\nreturn 1"),
+        (
+            "seccomp",
+            {"processes": "partial", "network": "partial"},
+            "import socket\nsocket.socketpair()\nreturn 1",
+        ),
     ],
 )
 @pytest.mark.needs_root

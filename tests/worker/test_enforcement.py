@@ -81,12 +81,25 @@ def test_without_namespaces_or_cgroups_seccomp_carries_network_and_processes() -
     out = report(ENVIRONMENTS["E3"])
     assert out["network"] == {
         "level": "full",
-        "mechanism": "seccomp socket() deny (socketpair only) + Landlock TCP deny",
+        "mechanism": "seccomp socket()/connect() deny (connected socketpairs only)"
+        " + Landlock TCP deny",
         "gap": "",
     }
     assert out["processes"]["mechanism"] == (
-        "seccomp fork/exec deny + signals to itself only (seccomp pid filter + Landlock scope)"
-        " + keeper kill + sweep"
+        "seccomp fork/exec deny + calls naming a process reach itself only (seccomp pid filter"
+        " + Landlock scope) + keeper kill + sweep"
+    )
+
+
+def test_a_net_namespace_alone_leaves_unix_sockets_reachable() -> None:
+    # The red team's datagrams reached a host daemon's unix socket from inside a net
+    # namespace: it separates interfaces, not the filesystem's sockets.
+    no_seccomp = dataclasses.replace(ENVIRONMENTS["E1"], seccomp=False, seccomp_error="x")
+    network = report(no_seccomp)["network"]
+    assert network["level"] == "partial"
+    assert "unix sockets by path reachable" in network["gap"]
+    assert report(ENVIRONMENTS["E1"])["network"]["mechanism"].startswith(
+        "net namespace (no interfaces) + seccomp socket()/connect() deny"
     )
 
 
