@@ -149,7 +149,10 @@ class ScratchQuota:
     def check(self, *, recount: bool = True) -> str:
         """Read the pending events and, with ``recount``, recount what the child holds (a
         settled moment: charges may come down); refuse growth once over the quota (without
-        the gate). Returns why the child must be killed ("" while it need not)."""
+        the gate). Returns why the child must be killed ("" while it need not; once blind,
+        always that)."""
+        if self.blind:
+            return self.blind
         try:
             for wd, mask, name in self._events():
                 if mask & _IN_Q_OVERFLOW:

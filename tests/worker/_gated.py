@@ -132,8 +132,8 @@ def _keeper(
         why = ""
         if count in ready:
             why = count.check(recount=False)
-        if gate in ready:
-            why = gate.answer(count) or why
+        if gate in ready and not why:
+            why = gate.answer(count)
         most = max(most, count.total)
         if why and not reason:
             reason = why
