@@ -266,6 +266,8 @@ async def _serve_in(runtime: ToolRuntime, plan: _Plan) -> None:
             insecure_no_auth=plan.no_auth,
             max_concurrent_runs=plan.max_runs,
         )
+    except ConfigurationError as exc:  # a malformed --allow-host
+        raise CliError(str(exc)) from exc
     except OSError as exc:
         raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
 

@@ -237,6 +237,7 @@ async def test_serve_over_streamable_http_follows_list_changed(tmp_path: Path) -
         (["--http", "0.0.0.0:0"], "give --token-file FILE and --allow-host HOST (or --no-auth"),
         (["--http", "0.0.0.0:0", "--allow-host", "h"], "not a loopback address"),
         (["--http", "0.0.0.0:0", "--token-file", "nope"], "--token-file: cannot read the token"),
+        (["--http", "127.0.0.1:0", "--allow-host", "http://h"], "allowed_hosts: not a host"),
         (["--token-file", "t", "--no-auth"], "--token-file, --no-auth apply to --http only"),
         (["--http", "127.0.0.1:0", "--no-auth", "--token-file", "t"], "contradict each other"),
         (["--mount-timeout", "0"], "positive number of seconds"),
