@@ -84,12 +84,15 @@ class Quota:
     def handle(self, ready: list[Any]) -> str:
         """Whatever of :meth:`watched` is ready; why the child must be killed ("" if not)."""
         reason = ""
-        if self.gate_socket is not None and self.gate_socket in ready:
-            self._connect()
-        if self.watch is not None and self.watch in ready:
-            reason = self.watch.check(recount=self.gate is None)
-        if self.gate is not None and self.gate in ready:
-            reason = self.gate.answer(self.watch) or reason
+        try:
+            if self.gate_socket is not None and self.gate_socket in ready:
+                self._connect()
+            if self.watch is not None and self.watch in ready:
+                reason = self.watch.check(recount=self.gate is None)
+            if self.gate is not None and self.gate in ready and not reason:
+                reason = self.gate.answer(self.watch)
+        except Exception as exc:  # never a keeper gone while its child runs on unwatched
+            return f"its scratch quota failed: {exc!r}"
         return reason
 
     def _connect(self) -> None:
