@@ -8,8 +8,15 @@ from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
-from worker import CallReply, CallRequest, Containment, Limits, RunOutcome, RunRequest
-from worker import SubprocessBackend
+from worker import (
+    CallReply,
+    CallRequest,
+    Containment,
+    Limits,
+    RunOutcome,
+    RunRequest,
+    SubprocessBackend,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -231,8 +238,6 @@ async def test_a_limit_stop_saves_nothing(backend: SubprocessBackend) -> None:
 
 
 async def test_files_persist_and_links_are_dropped(backend: SubprocessBackend) -> None:
-    import os
-
     first, second = await steps(
         backend,
         "import os\nos.makedirs('data/empty')\nopen('data/a.csv', 'w').write('1,2')\n"
@@ -245,7 +250,6 @@ async def test_files_persist_and_links_are_dropped(backend: SubprocessBackend) -
         "file link": "only regular files and directories persist"
     }
     assert second.value == ["1,2", True, oct(0o640), False]
-    assert not os.path.exists("data/a.csv")  # the host's working dir is not the child's
 
 
 async def test_state_over_the_cap_is_not_saved_and_the_largest_names_are_named(
@@ -253,7 +257,8 @@ async def test_state_over_the_cap_is_not_saved_and_the_largest_names_are_named(
 ) -> None:
     (outcome,) = await steps(
         backend,
-        "import os\nbig = os.urandom(700_000)\nsmall = 1\nopen('f.bin', 'wb').write(os.urandom(500_000))",
+        "import os\nbig = os.urandom(700_000)\nsmall = 1\n"
+        "open('f.bin', 'wb').write(os.urandom(500_000))",
         limits=Limits(session_mib=1),
     )
     assert outcome.ok and outcome.session is not None
