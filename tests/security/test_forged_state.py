@@ -24,7 +24,7 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 async def backend() -> AsyncIterator[SubprocessBackend]:
-    async with SubprocessBackend(Containment(require=(), pool_size=1)) as b:
+    async with SubprocessBackend(Containment(require=frozenset(), pool_size=1)) as b:
         yield b
 
 

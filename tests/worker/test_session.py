@@ -27,7 +27,7 @@ async def no_calls(calls: Sequence[CallRequest]) -> Sequence[CallReply]:
 
 @pytest.fixture
 async def backend() -> AsyncIterator[SubprocessBackend]:
-    async with SubprocessBackend(Containment(require=(), pool_size=1)) as started:
+    async with SubprocessBackend(Containment(require=frozenset(), pool_size=1)) as started:
         yield started
 
 
