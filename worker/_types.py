@@ -37,6 +37,10 @@ FailureKind: TypeAlias = Literal[
     "replay-diverged",
 ]
 FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
+SESSION_SAVED_KINDS: frozenset[FailureKind] = frozenset(("exception", "invalid-result"))
+"""Failure kinds after which a run on a session saves its state: its program ran to its end
+(it raised, or returned something that is not JSON), as a successful one did; a limit, a
+policy violation or a kill ends a run in the middle, and nothing of it is saved."""
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB

@@ -43,7 +43,6 @@ from anyio.abc import TaskGroup
 
 from ._abc import CallHandler, StdoutListener, WorkerBackend
 from ._child._carry import (
-    SAVED_KINDS,
     SDK_NAMES,
     cap_reason,
     carried_names,
@@ -58,6 +57,7 @@ from ._framing import json_problem
 from ._output import OutputCapture
 from ._types import (
     DIMENSIONS,
+    SESSION_SAVED_KINDS,
     CallReply,
     CallRequest,
     Dimension,
@@ -266,7 +266,7 @@ class _FakeRun:
             stopped=lambda: self.stop,
             namespace=namespace,
         )
-        if namespace is not None and (result.ok or result.kind in SAVED_KINDS):
+        if namespace is not None and (result.ok or result.kind in SESSION_SAVED_KINDS):
             self.saved = self._save(namespace, request.profile)
         return result
 

@@ -29,10 +29,6 @@ SDK_NAMES = ("tools", "parallel", "catalog", "ToolCallError")
 """The SDK's globals: never carried, rebound to each run's SDK."""
 MAX_REASON_CHARS = 300
 """Longest reason given for a dropped name."""
-SAVED_KINDS = frozenset(("exception", "invalid-result"))
-"""Failure kinds after which a run's state is saved: its program ran to its end (it raised,
-or returned something that is not JSON), as a successful one did; a limit or a policy
-violation ends a run in the middle, and its state is not saved."""
 
 _LOCK_TYPES: tuple[type, ...] = (
     type(threading.Lock()),

@@ -25,8 +25,8 @@ from .._messages import (
     MAX_SAVED_TEXT_CHARS,
 )
 from .._state import StateReceiver, state_frames
-from .._types import Limits
-from ._carry import SAVED_KINDS, SDK_NAMES
+from .._types import SESSION_SAVED_KINDS, Limits
+from ._carry import SDK_NAMES
 from ._outcome import ProgramResult, ProgramStop, cap_text, check_result
 from ._program import run_program
 from ._session import RestoreError, Saved, restore, save
@@ -295,7 +295,7 @@ def run_started(
         )
     finally:
         writer.flush()
-    if namespace is not None and (result.ok or result.kind in SAVED_KINDS):
+    if namespace is not None and (result.ok or result.kind in SESSION_SAVED_KINDS):
         saved = save(
             namespace,
             profile=start["profile"],
