@@ -29,7 +29,14 @@ from ._layers import Mode, ModelFormat, ToolView, model_spec
 from ._pipeline import Call, CallSite
 from ._results import ToolResult
 from ._scheduler import Scheduler, ToolCall
-from ._session_runs import SessionCall, SessionKeeper, SessionKeepers, calling_session
+from ._session_runs import (
+    SessionCall,
+    SessionKeeper,
+    SessionKeepers,
+    called_with_ticket,
+    calling_session,
+    take_ticket,
+)
 from ._session_store import DEFAULT_SESSION_TTL_SECONDS as DEFAULT_TTL
 from ._session_store import SessionRecord, check_ttl, new_session_id
 from ._signals import CancelSignal
@@ -157,7 +164,8 @@ class Session:
 
         async def execute(arguments: FrozenDict, context: ToolContext) -> Any:
             call = SessionCall(keeper, arguments.get("reset") is True)
-            async with keeper.lock:  # runs on one session, one at a time, in call order
+            # One at a time, in the order the runs were called (the ticket taken then).
+            async with keeper.turn(take_ticket()):
                 token = calling_session(call)
                 try:
                     pending = run(arguments, context)
@@ -216,7 +224,15 @@ class Session:
         """``Scope.call``; ``run_code`` runs on this session (``SESSION_EXPIRED`` once it
         is closed, expired or evicted: a result, never an exception)."""
         call = Call.create(self._call_site(), name, arguments, call_id=call_id, signal=signal)
-        return await call.run()
+        if name != RESERVED_NAME:
+            return await call.run()
+        ticket = self._keeper.ticket()  # its place in line: taken now, in call order
+        token = called_with_ticket(ticket)
+        try:
+            return await call.run()
+        finally:
+            token.var.reset(token)
+            self._keeper.release(ticket)  # if it never ran (denied, invalid arguments)
 
     async def call_many(
         self, calls: Sequence[ToolCall], *, signal: CancelSignal | None = None
@@ -261,14 +277,14 @@ class Session:
         """A new session with this one's state and files as they are now (after the runs
         already called), independent from here on."""
         self._check_open()
-        async with self._keeper.lock:
+        async with self._keeper.turn():
             record = await self._keeper.fork(new_session_id())
         return self._opener(record.id)
 
     async def reset(self) -> None:
         """Empty the session (no variables, no files), as the next version."""
         self._check_open()
-        async with self._keeper.lock:
+        async with self._keeper.turn():
             await self._keeper.reset()
 
     async def close(self) -> None:
@@ -276,7 +292,7 @@ class Session:
         if self._closed:
             return
         self._closed = True
-        async with self._keeper.lock:
+        async with self._keeper.turn():
             await self._keeper.close()
 
     def _check_open(self) -> None:

@@ -2,9 +2,11 @@
 committing a new one by the commit rules; fork, reset and close in the same order.
 
 A :class:`SessionKeeper` is one session of one runtime (every ``Session`` object for the
-same id in the same runtime shares it, and its lock). ``Session.run_code`` holds the lock
-for the whole call and hands the body a :class:`SessionCall` through a context variable
-(:func:`take_session_call`); the body begins a :class:`SessionTurn` (the state to restore,
+same id in the same runtime shares it). Each ``run_code`` call through a session takes a
+ticket when it is called (:meth:`SessionKeeper.ticket`), so its run waits until the runs
+called before it are done (:meth:`SessionKeeper.turn`): call order, whatever the pipeline
+stages before the body take. The body gets a :class:`SessionCall` through a context
+variable (:func:`take_session_call`), begins a :class:`SessionTurn` (the state to restore,
 or ``SESSION_EXPIRED``) and the run finishes it with the worker's outcome:
 
 - a run that ended (``done``: returned, or raised, see ``worker.SESSION_SAVED_KINDS``)
@@ -22,7 +24,8 @@ from __future__ import annotations
 
 import contextvars
 import weakref
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -34,10 +37,18 @@ from worker import SESSION_SAVED_KINDS, RunOutcome
 from ._body import BodyFailure
 from ._errors import SessionError
 from ._json import JSON
-from ._session_store import SessionKey, SessionRecord, SessionStore, digest
+from ._session_store import (
+    DEFAULT_SESSION_TTL_SECONDS,
+    SessionKey,
+    SessionRecord,
+    SessionStore,
+    digest,
+)
 
 __all__ = (
     "SessionCall",
+    "called_with_ticket",
+    "take_ticket",
     "SessionKeeper",
     "SessionKeepers",
     "SessionNote",
@@ -50,6 +61,21 @@ T = TypeVar("T")
 _CALL: contextvars.ContextVar[SessionCall | None] = contextvars.ContextVar(
     "ptc_session_call", default=None
 )
+_TICKET: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "ptc_session_ticket", default=None
+)
+
+
+def called_with_ticket(ticket: int) -> contextvars.Token[int | None]:
+    """Set the ticket a ``Session.call`` of ``run_code`` took (reset the token after)."""
+    return _TICKET.set(ticket)
+
+
+def take_ticket() -> int | None:
+    """The ticket taken when this ``run_code`` was called, consumed (``None``: none)."""
+    ticket = _TICKET.get()
+    _TICKET.set(None)
+    return ticket
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +113,42 @@ class SessionKeeper:
     def __init__(self, store: SessionStore, key: SessionKey) -> None:
         self.store = store
         self.key = key
-        self.lock = anyio.Lock()
+        self._issued = 0
+        self._serving = 0
+        self._released: set[int] = set()
+        self._waiting: dict[int, anyio.Event] = {}
+
+    def ticket(self) -> int:
+        """A place in this session's line, taken when a run (or fork, reset, close) is
+        called; :meth:`release` it if it never gets to :meth:`turn`."""
+        self._issued += 1
+        return self._issued - 1
+
+    @asynccontextmanager
+    async def turn(self, ticket: int | None = None) -> AsyncIterator[None]:
+        """Wait until everything called before ``ticket`` (a new one when ``None``) is done,
+        and hold the session until the block ends."""
+        if ticket is None:
+            ticket = self.ticket()
+        try:
+            if ticket != self._serving:
+                await self._waiting.setdefault(ticket, anyio.Event()).wait()
+            yield
+        finally:
+            self.release(ticket)
+
+    def release(self, ticket: int) -> None:
+        """``ticket`` is done (or will never run): the next in line goes. Idempotent."""
+        if ticket < self._serving or ticket in self._released:
+            return
+        self._released.add(ticket)
+        self._waiting.pop(ticket, None)
+        while self._serving in self._released:
+            self._released.discard(self._serving)
+            self._serving += 1
+        woken = self._waiting.pop(self._serving, None)
+        if woken is not None:
+            woken.set()
 
     @property
     def id(self) -> str:
@@ -124,8 +185,15 @@ class SessionKeeper:
         except SessionError as exc:
             if not reset:
                 raise BodyFailure("SESSION_EXPIRED", f"{exc}. Run with reset=true") from None
-            record = None
-            await self._io(self.store.remove, self.key, str(exc))
+            # Its state refused, the session starts again from nothing, under its id.
+            scope_path, session_id = self.key
+            record = SessionRecord.new(
+                id=session_id,
+                scope_path=scope_path,
+                profile=profile,
+                ttl_seconds=DEFAULT_SESSION_TTL_SECONDS,
+                now=self.store.clock(),
+            )
         if record is None:
             raise BodyFailure("SESSION_EXPIRED", self.gone_message())
         if record.profile != profile and not reset:

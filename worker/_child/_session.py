@@ -126,7 +126,8 @@ def save(
     object_bytes = _dump_objects(objects, refs, dropped) if objects else b""
     files, file_sizes = _pack_files(files_root, dropped)
     blob = MAGIC + marshal.dumps((FORMAT, profile, plain_bytes, object_bytes, modules, files))
-    names = [*plain, *objects, *modules]
+    kept = {*plain, *objects, *modules}
+    names = [name for name in carried_names(env, profile) if name in kept]
     if len(blob) > max_bytes:
         sizes = [(n, len(pickle.dumps(v, _PROTOCOL))) for n, v in plain.items()]
         sizes += [(n, len(cloudpickle.dumps(v, _PROTOCOL))) for n, v in objects.items()]
