@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,7 @@ import ptc
 from ptc._session_store import SessionRecord, digest
 
 
-def record(**changes: object) -> SessionRecord:
+def record(**changes: Any) -> SessionRecord:
     base = SessionRecord.new(
         id="s_1", scope_path="root/a", profile="python", ttl_seconds=60.0, now=100.0
     )
@@ -34,15 +35,16 @@ def test_a_record_keeps_its_binding_and_any_change_breaks_it() -> None:
     store = ptc.MemorySessionStore(clock=Clock())
     signed = store.save(record())
     store.verify(signed, rehash=True)
-    for change in (
+    changes: tuple[dict[str, Any], ...] = (
         {"id": "s_2"},
         {"scope_path": "root/b"},
         {"profile": "restricted"},
         {"version": 4},
         {"digest": digest(b"other")},
-    ):
+    )
+    for change in changes:
         with pytest.raises(ptc.SessionError, match="fails its binding"):
-            store.verify(dataclasses.replace(signed, **change), rehash=False)  # type: ignore[arg-type]
+            store.verify(dataclasses.replace(signed, **change), rehash=False)
     with pytest.raises(ptc.SessionError, match="changed at rest"):
         store.verify(dataclasses.replace(signed, state=b"swapped"), rehash=True)
 

@@ -61,6 +61,12 @@ def meta(result: ptc.ToolResult) -> dict[str, Any]:
     return found
 
 
+def out(result: ptc.ToolResult) -> Any:
+    """What the program returned."""
+    assert not result.is_error, result.text
+    return data(result.value)["result"]
+
+
 def code_of(result: ptc.ToolResult) -> str | None:
     return result.error.code if result.error is not None else None
 
@@ -82,7 +88,7 @@ async def test_the_scope_itself_stays_sessionless(runtime: ptc.ToolRuntime) -> N
     session = runtime.root.session()
     await session.run_code("x = 1")
     result = await runtime.root.run_code("return 'x' in globals()")
-    assert result.value["result"] is False and "session" not in data(result.meta)
+    assert out(result) is False and "session" not in data(result.meta)
 
 
 async def test_the_model_sees_what_persists_and_reset(runtime: ptc.ToolRuntime) -> None:
@@ -97,7 +103,7 @@ async def test_the_model_sees_what_persists_and_reset(runtime: ptc.ToolRuntime) 
     }
     assert "reset" not in json.dumps(data(plain))
     assert function["description"].startswith(data(plain)["function"]["description"])
-    assert session.view().visible["run_code"].input_schema["properties"]["reset"]
+    assert data(session.view().visible["run_code"].input_schema)["properties"]["reset"]
     assert session.sdk() == runtime.root.sdk()
 
 
@@ -105,7 +111,7 @@ async def test_reset_starts_from_an_empty_session(runtime: ptc.ToolRuntime) -> N
     session = runtime.root.session()
     await session.run_code("x = 1")
     result = await session.call("run_code", {"code": "return 'x' in globals()", "reset": True})
-    assert result.value["result"] is False and meta(result)["version"] == 2
+    assert out(result) is False and meta(result)["version"] == 2
     bad = await session.call("run_code", {"code": "1", "reset": "yes"})
     assert code_of(bad) == "INVALID_ARGS"
 
@@ -117,7 +123,7 @@ async def test_an_exception_commits_what_was_assigned_before_it(
     failed = await session.run_code("a = 1\nraise ValueError('boom')\nb = 2")
     assert code_of(failed) == "CODE_RUN_FAILED"
     assert meta(failed)["version"] == 1 and not meta(failed)["kept_previous"]
-    assert (await session.run_code("return [a, 'b' in globals()]")).value["result"] == [1, False]
+    assert out(await session.run_code("return [a, 'b' in globals()]")) == [1, False]
 
 
 async def test_a_killed_run_keeps_the_previous_version_and_says_so() -> None:
@@ -130,7 +136,7 @@ async def test_a_killed_run_keeps_the_previous_version_and_says_so() -> None:
         assert code_of(killed) == "CODE_RUN_FAILED" and "(timeout)" in killed.text
         assert meta(killed)["kept_previous"] is True and meta(killed)["version"] == 1
         assert "not saved (the run was stopped (timeout)" in killed.text
-        assert (await session.run_code("return x")).value["result"] == 1
+        assert out(await session.run_code("return x")) == 1
 
 
 async def test_dropped_names_are_told_to_the_model_never_silently(
@@ -163,7 +169,7 @@ async def test_runs_on_one_session_run_one_at_a_time_in_call_order(
         for n in range(1, 6):
             group.start_soon(step, n)
             await anyio.lowlevel.checkpoint()  # called in this order
-    assert [results[n].value["result"] for n in range(1, 6)] == [
+    assert [out(results[n]) for n in range(1, 6)] == [
         [1], [1, 2], [1, 2, 3], [1, 2, 3, 4], [1, 2, 3, 4, 5]
     ]  # fmt: skip
 
@@ -175,8 +181,8 @@ async def test_a_fork_is_independent_from_here_on(runtime: ptc.ToolRuntime) -> N
     assert branch.id != session.id
     await branch.run_code("items.append(2)")
     await session.run_code("items.append(3)")
-    assert (await session.run_code("return items")).value["result"] == [1, 3]
-    assert (await branch.run_code("return items")).value["result"] == [1, 2]
+    assert out(await session.run_code("return items")) == [1, 3]
+    assert out(await branch.run_code("return items")) == [1, 2]
 
 
 async def test_a_session_expires_after_its_ttl_without_a_run() -> None:
@@ -188,7 +194,7 @@ async def test_a_session_expires_after_its_ttl_without_a_run() -> None:
         clock.now += 59  # sliding: each run starts the idle clock again
         await session.run_code("x += 1")
         clock.now += 59
-        assert (await session.run_code("return x")).value["result"] == 2
+        assert out(await session.run_code("return x")) == 2
         clock.now += 61
         expired = await session.run_code("return x")
         assert code_of(expired) == "SESSION_EXPIRED"
@@ -215,8 +221,8 @@ async def test_the_store_evicts_the_least_recently_used_and_says_so() -> None:
         gone = await b.run_code("return x")
         assert code_of(gone) == "SESSION_EXPIRED" and "evicted" in gone.text
         assert "least recently used" in gone.text
-        assert (await a.run_code("return x")).value["result"] == "a"
-        assert (await c.run_code("return 1")).value["result"] == 1
+        assert out(await a.run_code("return x")) == "a"
+        assert out(await c.run_code("return 1")) == 1
 
 
 async def test_a_closed_session_is_a_tool_error_not_an_exception(
@@ -235,7 +241,7 @@ async def test_a_session_reopens_by_id_in_its_own_scope_only(runtime: ptc.ToolRu
     session = runtime.root.session()
     await session.run_code("x = 41")
     again = runtime.root.session(id=session.id)
-    assert (await again.run_code("return x + 1")).value["result"] == 42
+    assert out(await again.run_code("return x + 1")) == 42
     other = runtime.scope("other")
     with pytest.raises(ptc.SessionError, match="unknown in this scope"):
         other.session(id=session.id)
@@ -247,7 +253,7 @@ async def test_create_starts_a_session_under_a_given_id(runtime: ptc.ToolRuntime
     one = runtime.root.session(id="thread-1", create=True)
     await one.run_code("x = 'kept'")
     same = runtime.root.session(id="thread-1", create=True)
-    assert (await same.run_code("return x")).value["result"] == "kept"
+    assert out(await same.run_code("return x")) == "kept"
 
 
 async def test_the_restricted_profile_carries_data_only() -> None:
@@ -256,7 +262,7 @@ async def test_the_restricted_profile_carries_data_only() -> None:
         first = await session.run_code("rows = [1, 2]\ndef double(x):\n    return 2 * x")
         assert [d["name"] for d in meta(first)["dropped"]] == ["double"]
         assert "data only" in meta(first)["dropped"][0]["reason"]
-        assert (await session.run_code("return rows")).value["result"] == [1, 2]
+        assert out(await session.run_code("return rows")) == [1, 2]
 
 
 async def test_a_state_of_another_profile_is_refused_until_reset(tmp_path: Path) -> None:
@@ -268,7 +274,7 @@ async def test_a_state_of_another_profile_is_refused_until_reset(tmp_path: Path)
         refused = await again.run_code("return x")
         assert code_of(refused) == "SESSION_EXPIRED"
         assert "state of the python profile" in refused.text and "reset=true" in refused.text
-        assert (await again.run_code("return 1", reset=True)).value["result"] == 1
+        assert out(await again.run_code("return 1", reset=True)) == 1
 
 
 async def test_call_many_and_call_are_the_scopes_with_the_session(
@@ -281,7 +287,7 @@ async def test_call_many_and_call_are_the_scopes_with_the_session(
         [ptc.ToolCall("fetch", {"day": "x"}), ptc.ToolCall("run_code", {"code": "y = 2"})]
     )
     assert [r.is_error for r in results] == [False, False]
-    assert (await session.run_code("return y")).value["result"] == 2
+    assert out(await session.run_code("return y")) == 2
 
 
 class Approvals:
@@ -316,10 +322,10 @@ async def test_a_suspended_run_commits_nothing_and_its_resume_commits() -> None:
         assert code_of(paused) == "SUSPENDED" and meta(paused)["kept_previous"] is True
         assert "[session] Nothing of this run is saved while it is paused" in paused.text
         branch = await session.fork()  # a fork does not move the session on
-        assert (await branch.run_code("return x")).value["result"] == 1
+        assert out(await branch.run_code("return x")) == 1
         resumed = await session.resume("p1", "allowed-once")
         assert not resumed.is_error and meta(resumed)["version"] == 2
-        assert (await session.run_code("return [x, w]")).value["result"] == [2, 2]
+        assert out(await session.run_code("return [x, w]")) == [2, 2]
 
 
 async def test_a_resumed_run_does_not_commit_when_the_session_moved_on() -> None:
@@ -333,4 +339,4 @@ async def test_a_resumed_run_does_not_commit_when_the_session_moved_on() -> None
         assert not resumed.is_error
         assert meta(resumed)["kept_previous"] is True and meta(resumed)["version"] == 1
         assert "moved on to version 1 while this run was paused at version 0" in resumed.text
-        assert (await session.run_code("return x")).value["result"] == "moved on"
+        assert out(await session.run_code("return x")) == "moved on"
