@@ -295,6 +295,12 @@ class Session:
         async with self._keeper.turn():
             await self._keeper.close()
 
+    def discard(self, reason: str = "closed by the host") -> None:
+        """:meth:`close` from sync code, at once (not after the runs already called):
+        the state is forgotten and later runs answer ``SESSION_EXPIRED`` with ``reason``."""
+        self._closed = True
+        self._keeper.store.remove(self._keeper.key, reason)
+
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError(f"{self!r} is closed")
