@@ -59,13 +59,12 @@ async def test_langgraph_one_session_per_thread_id() -> None:
         assert "reset" in json.dumps(tools[0].args_schema)
         memory = InMemorySaver()
 
-        def run(programs: tuple[str, ...], thread: str) -> Any:
+        async def run(programs: tuple[str, ...], thread: str) -> Any:
             agent = create_agent(
                 test_langchain.model(*programs), tools=tools, checkpointer=memory
             )
-            return agent.ainvoke(
-                {"messages": "notes"}, {"configurable": {"thread_id": thread}}
-            )
+            config = {"configurable": {"thread_id": thread}}
+            return await test_langchain.invoke_async(agent, {"messages": "notes"}, config)
 
         await run((FETCH,), "a")
         a = await run((USE,), "a")
