@@ -22,22 +22,26 @@ import binascii
 from collections.abc import Iterator
 
 from ._errors import ProtocolError
-from ._framing import Frame, encode, scrub_text
+from ._framing import Frame, prefixed, scrub_text
 from ._types import SessionSave
 
 STATE_CHUNK_BYTES = 4 * 1024 * 1024
 """Most bytes of a state one ``state`` frame carries."""
 STATE_CHUNK_CHARS = 4 * ((STATE_CHUNK_BYTES + 2) // 3)
 """Most base64 characters of one ``state`` frame's ``data``."""
+_STATE_HEAD = b'{"type":"state","data":"'
+_STATE_TAIL = b'"}'
 
 
 def state_frames(blob: bytes) -> Iterator[bytes]:
-    """``blob`` as encoded ``state`` frames, in order (none for an empty blob)."""
+    """``blob`` as encoded ``state`` frames, in order (none for an empty blob).
+
+    Written by hand, not by the JSON encoder (about 13 ms a MiB here, against 0.2): base64
+    text needs no escaping in a JSON string, so the frame is the same bytes."""
     view = memoryview(blob)
     for start in range(0, len(blob), STATE_CHUNK_BYTES):
-        chunk = view[start : start + STATE_CHUNK_BYTES]
-        data = binascii.b2a_base64(chunk, newline=False).decode("ascii")
-        yield encode({"type": "state", "data": data})
+        data = binascii.b2a_base64(view[start : start + STATE_CHUNK_BYTES], newline=False)
+        yield prefixed(b"".join((_STATE_HEAD, data, _STATE_TAIL)))
 
 
 class StateReceiver:
