@@ -139,6 +139,23 @@ async def test_a_killed_run_keeps_the_previous_version_and_says_so() -> None:
         assert out(await session.run_code("return x")) == 1
 
 
+async def test_an_aborted_run_keeps_the_previous_version(runtime: ptc.ToolRuntime) -> None:
+    session = runtime.root.session()
+    await session.run_code("x = 1")
+    signal = ptc.CancelSignal()
+
+    async def cancel_soon() -> None:
+        await anyio.sleep(0.2)
+        signal.cancel("the user stopped it")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(cancel_soon)
+        aborted = await session.run_code("x = 2\nimport time\ntime.sleep(2)", signal=signal)
+    assert code_of(aborted) == "ABORTED"
+    assert meta(aborted)["kept_previous"] is True and "the run was aborted" in aborted.text
+    assert out(await session.run_code("return x")) == 1
+
+
 async def test_dropped_names_are_told_to_the_model_never_silently(
     runtime: ptc.ToolRuntime,
 ) -> None:
