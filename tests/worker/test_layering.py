@@ -3,10 +3,11 @@
 Every import counts: module level, under ``TYPE_CHECKING`` and inside functions. The rules:
 no import cycle between worker's modules; ``worker`` never imports ``ptc``; the child side
 (``worker._child``) and everything it pulls in from the rest of ``worker`` (only the group
-the architecture doc shares between host and child) import only the standard library and
-RestrictedPython, which the zygote preloads; no module reads another object's private
-attributes; the doc lists the real order, and its groups are the folders (the Ray bridge
-entered only through ``worker.ray``).
+the architecture doc shares between host and child) import only the standard library,
+RestrictedPython and cloudpickle, which the zygote preloads; no module reads another
+object's private attributes; the doc lists the real order, and its groups are the folders
+(the Ray bridge entered only through ``worker.ray``); only the child's session codec
+imports an object deserializer, and nothing the host loads brings it along.
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ GROUPS = documented_groups("The worker package", "worker")
 CHILD = "worker._child"
 CHILD_MAY_IMPORT = set(next(g for g in GROUPS if g.title == "Shared by host and child").modules)
 """The host-side modules the child loads (the doc's group shared by host and child): plain
-data, the framing and the frame schemas."""
+data, the framing, a session state's frames and the frame schemas."""
 CHILD_THIRD_PARTY = {"RestrictedPython", "cloudpickle"}
 ZYGOTE_THIRD_PARTY = {"RestrictedPython", "pyseccomp", "cloudpickle"}
-"""The keeper and child processes also load pyseccomp, to install the seccomp filter."""
+"""The keeper and child processes also load pyseccomp (the seccomp filter) and cloudpickle
+(a session's state)."""
 PRIVATE_OK = {("os", "_exit")}
 """Private names of other modules that are documented API (``os._exit`` in a forked child)."""
 
@@ -197,7 +199,7 @@ def test_the_zygote_preloads_every_worker_module_a_child_may_import() -> None:
     assert CHILD_THIRD_PARTY <= set(PRELOAD)
 
 
-def test_the_zygote_and_keeper_import_only_the_stdlib_restrictedpython_and_pyseccomp() -> None:
+def test_the_zygote_and_keeper_import_only_the_stdlib_and_what_they_preload() -> None:
     for module in sorted(closure("worker._zygote")):
         foreign = external(module) - set(sys.stdlib_module_names) - ZYGOTE_THIRD_PARTY
         assert not foreign, f"{module} imports {sorted(foreign)}"
