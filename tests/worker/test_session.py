@@ -294,3 +294,14 @@ async def test_a_state_that_cannot_be_restored_fails_the_run_before_its_program(
     )
     assert outcome.kind == "exception" and "could not be restored" in outcome.detail
     assert outcome.output.text == "" and outcome.session is None
+
+
+async def test_a_state_that_cannot_be_saved_keeps_the_run_and_says_why(
+    backend: SubprocessBackend,
+) -> None:
+    (outcome,) = await steps(
+        backend, "import os\nopen('secret', 'w').write('x')\nos.chmod('secret', 0)\nreturn 1"
+    )
+    assert outcome.ok and outcome.value == 1
+    assert outcome.session is not None and outcome.session.blob is None
+    assert "could not be saved" in outcome.session.problem

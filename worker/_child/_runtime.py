@@ -288,13 +288,16 @@ def run_started(
     finally:
         writer.flush()
     if namespace is not None and (result.ok or result.kind in SESSION_SAVED_KINDS):
-        saved = save(
-            namespace,
-            profile=start["profile"],
-            sdk=sdk_names,
-            files_root=os.getcwd(),
-            max_bytes=limits.session_mib * 1024 * 1024,
-        )
+        try:
+            saved = save(
+                namespace,
+                profile=start["profile"],
+                sdk=sdk_names,
+                files_root=os.getcwd(),
+                max_bytes=limits.session_mib * 1024 * 1024,
+            )
+        except Exception as exc:  # noqa: BLE001 - a file the program made unreadable, ...
+            saved = Saved(None, problem=f"the state could not be saved: {exc!r}")
         _send_state(channel, saved)
     return result
 

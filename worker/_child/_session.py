@@ -129,8 +129,8 @@ def save(
     kept = {*plain, *objects, *modules}
     names = [name for name in carried_names(env, profile) if name in kept]
     if len(blob) > max_bytes:
-        sizes = [(n, len(pickle.dumps(v, _PROTOCOL))) for n, v in plain.items()]
-        sizes += [(n, len(cloudpickle.dumps(v, _PROTOCOL))) for n, v in objects.items()]
+        sizes = [(n, _size(pickle.dumps, v)) for n, v in plain.items()]
+        sizes += [(n, _size(cloudpickle.dumps, v)) for n, v in objects.items()]
         sizes += file_sizes
         problem = (
             f"the session's state is {mib(len(blob))}, over Limits.session_mib "
@@ -139,6 +139,14 @@ def save(
         )
         return Saved(None, names, dropped, problem)
     return Saved(blob, names, dropped)
+
+
+def _size(dumps: Any, value: object) -> int:
+    """How large ``value`` is alone (0 when it pickles only with the others)."""
+    try:
+        return len(dumps(value, _PROTOCOL))
+    except Exception:  # noqa: BLE001 - the program's object; only a size for the message
+        return 0
 
 
 def _dump_plain(
