@@ -56,6 +56,7 @@ PRELOAD: tuple[str, ...] = (
     "worker._child._policy",
     "worker._keeper",
     "RestrictedPython",
+    "cloudpickle",  # a session's state (``_child._session``): no run pays its import
     "traceback",
     "linecache",
     "logging",

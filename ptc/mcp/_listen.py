@@ -35,7 +35,7 @@ TRANSPORTS: tuple[Transport, ...] = ("stdio", "streamable-http")
 
 
 async def serve(
-    scope: ptc.Scope,
+    scope: ptc.Scope | ptc.Session,
     transport: Transport = "stdio",
     *,
     host: str = "127.0.0.1",
@@ -47,8 +47,10 @@ async def serve(
     insecure_no_auth: bool = False,
     max_concurrent_runs: int | None = None,
     max_queued_runs: int | None = None,
+    sessions: bool = False,
 ) -> None:
-    """Serve ``scope`` until cancelled (or, on stdio, until the client closes stdin).
+    """Serve ``scope`` (or a session of one) until cancelled (or, on stdio, until the
+    client closes stdin).
 
     ``transport="streamable-http"`` listens on ``host:port`` (``port=0``: any free port)
     at path ``/mcp``; ``ready(url)`` is called once it accepts connections. ``auth`` (a
@@ -65,7 +67,12 @@ async def serve(
         raise ptc.ConfigurationError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
     if isinstance(allowed_hosts, str) or isinstance(allowed_origins, str):
         raise ptc.UsageError("allowed_hosts and allowed_origins take a list of strings")
-    served = server(scope, max_concurrent_runs=max_concurrent_runs, max_queued_runs=max_queued_runs)
+    served = server(
+        scope,
+        max_concurrent_runs=max_concurrent_runs,
+        max_queued_runs=max_queued_runs,
+        sessions=sessions,
+    )
     if transport == "stdio":
         if auth is not None or allowed_hosts or allowed_origins or insecure_no_auth:
             raise ptc.UsageError("auth, allowed_hosts and the like apply to streamable-http")
