@@ -191,6 +191,9 @@ class CodeMode:
     def sdk(self, scope: Scope, tools: frozenset[str] | None = None) -> str:
         return self._sdks.sdk(scope, tools)
 
+    async def sdk_async(self, scope: Scope, tools: frozenset[str] | None = None) -> str:
+        return await self._sdks.sdk_async(scope, tools)
+
     def search_tools(self, scope: Scope, query: str, limit: int) -> list[dict[str, JSON]]:
         return self._sdks.search_tools(scope, query, limit)
 
