@@ -342,9 +342,9 @@ async def test_a_scope_closed_before_its_debounced_flush_is_not_built(
     failures: list[BaseException] = []
     flush = Rebuilds._flush
 
-    def observed(self: Rebuilds) -> None:
+    def observed(self: Rebuilds) -> Any:
         try:
-            flush(self)
+            return flush(self)
         except BaseException as exc:
             failures.append(exc)
             raise
