@@ -193,8 +193,12 @@ class SdkBuilder:
         sdk = self.ready(definitions, request)
         if sdk is not None:
             return sdk
-        future = self.submit(definitions, request)
-        return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+        definitions = tuple(definitions)
+        # Submitted from the worker thread: a builder thread's first start, which waits
+        # until the new thread runs, then happens there rather than on the event loop.
+        return await anyio.to_thread.run_sync(
+            lambda: self.submit(definitions, request).result(), abandon_on_cancel=True
+        )
 
     def warm(self, batches: Sequence[tuple[Sequence[ToolDefinition], SdkRequest]]) -> None:
         """Submit a build for each ``(definitions, request)`` (background; returns at once)."""
