@@ -53,6 +53,7 @@ from ._rebuilds import Rebuilds
 from ._replay import RunSuspended
 from ._results import ContentBlock, ToolResult
 from ._run import ProgramRun, fail_run
+from ._schema import compile_schema
 from ._scopes import Scope
 from ._sdks import SdkBuilder, SdkRequest, default_cache_dir
 from ._suspensions import Suspension, SuspensionStore
@@ -68,6 +69,12 @@ _NO_OUTPUT = "(run_code completed with no output)"
 _PENDING_STUB = (
     "# The SDK of this scope is being generated; call scope.sdk() or await scope.prepare().\n"
 )
+
+
+# run_code's schemas are constants: checked (and their validators cached) at import rather
+# than by the first view of a code-mode scope, on the host's event loop (~1 ms each here).
+compile_schema(RUN_CODE_INPUT_SCHEMA, "run_code: input_schema")
+compile_schema(RUN_CODE_OUTPUT_SCHEMA, "run_code: output.schema")
 
 
 def render_run_code(value: JSON) -> list[ContentBlock]:
