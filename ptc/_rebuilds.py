@@ -5,9 +5,9 @@ Registering many tools one by one should cost about what registering them at onc
 a change only marks its scope dirty, and a flush on the event loop, once no change came for
 ``_DEBOUNCE_S`` (and at most ``_DEBOUNCE_MAX_S`` after the first), snapshots the dirty
 scopes' subtrees; the debounce thread then submits the SDKs they need to the background
-builder (so the builder's threads, when they are first needed, start there: a thread's
-start waits for it to run, which the event loop must not). Without an event loop there is
-nothing to protect: the flush and the submits run at once.
+builder (so a builder thread that is not running yet starts there: a thread's start waits
+for the new thread to run, which the event loop should not). Without an event loop there
+is nothing to protect: the flush and the submits run at once.
 """
 
 from __future__ import annotations
