@@ -1,6 +1,7 @@
 """Shared test configuration: async tests run on anyio's asyncio backend; a private SDK
 cache; ``needs_root`` skips (saying why) what a host without root or cgroups cannot run;
-``envsim`` runs host scripts in the reference environments (``tests/environments``)."""
+``envsim`` runs host scripts in the reference environments (``tests/environments``); the
+hypothesis profile named by ``PTC_HYPOTHESIS_PROFILE`` (``make test`` sets ``ci``)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,26 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests import environments
 from worker import Containment, SubprocessBackend
+
+# `make test` (and so CI) runs the properties as a fixed set of examples: the same examples on
+# every run, so a red run is red again when rerun; no deadline (a loaded machine is no bug);
+# no example database; a failure prints the blob that reproduces it. Plain `pytest` draws
+# random examples (where CI is set, hypothesis loads its "ci" profile itself: this one).
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    deadline=None,
+    database=None,
+    max_examples=100,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+if profile := os.environ.get("PTC_HYPOTHESIS_PROFILE"):
+    settings.load_profile(profile)
 
 
 @pytest.fixture
@@ -33,12 +51,21 @@ def _private_sdk_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
 
 @pytest.fixture(scope="session")
 def envsim() -> environments.Harness:
-    """The environments harness (test user and venv made once); skips, saying why, where it
-    cannot run (not root, no system Python, no writable cgroup v2)."""
-    reason = environments.unavailable()
-    if reason is not None:
-        pytest.skip(reason)
+    """The environments harness (test user and venv made once). Where it cannot run, a
+    non-root user skips, saying why; root fails (see :func:`skip_unless_root`)."""
+    skip_unless_root(environments.unavailable())
     return environments.harness()
+
+
+def skip_unless_root(reason: str | None) -> None:
+    """Nothing when ``reason`` is ``None``; else skip, saying why, as a non-root user, and
+    fail as root: tests run as root here (CI does), so a missing ``setpriv``, ``useradd``,
+    system Python or cgroup v2 is a broken test machine, never a reason to pass silently."""
+    if reason is None:
+        return
+    if os.geteuid() == 0:
+        pytest.fail(f"as root, this machine must be able to run this test: {reason}")
+    pytest.skip(reason)
 
 
 @functools.cache

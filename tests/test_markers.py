@@ -1,4 +1,5 @@
-"""``needs_root`` skips only where full containment is truly unavailable, and says why."""
+"""``needs_root`` skips only where full containment is truly unavailable, and says why; the
+environment simulation skips only for a non-root user (as root a missing tool fails)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import os
 
 import pytest
 
-from tests.conftest import full_containment_unavailable
+from tests import environments
+from tests.conftest import full_containment_unavailable, skip_unless_root
 
 
 def test_a_non_root_host_is_told_why_containment_tests_skip(
@@ -21,3 +23,22 @@ def test_a_non_root_host_is_told_why_containment_tests_skip(
 def test_as_root_on_this_kind_of_machine_nothing_is_skipped() -> None:
     # CI runs as root here: a containment gap must fail the run, not skip it silently.
     assert full_containment_unavailable() is None
+
+
+def test_a_missing_tool_skips_a_non_root_user_saying_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(pytest.skip.Exception, match="needs setpriv on PATH"):
+        skip_unless_root("needs setpriv on PATH")
+    skip_unless_root(None)
+
+
+def test_a_missing_tool_fails_root_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    with pytest.raises(pytest.fail.Exception, match="as root, .*: needs useradd on PATH"):
+        skip_unless_root("needs useradd on PATH")
+    skip_unless_root(None)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only meaningful where tests run as root")
+def test_as_root_the_environments_can_be_simulated() -> None:
+    assert environments.unavailable() is None
