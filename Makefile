@@ -29,8 +29,15 @@ typecheck: $(BIN)/.installed
 # runs in a network namespace of its own, so that module runs here, in one, and nowhere else.
 RAY_TESTS := tests/worker/test_ray.py
 
+# The suite mostly waits for processes it starts (contained workers, MCP servers, hosts), so
+# it runs in more pytest-xdist workers than there are cores; a module whose tests share a
+# costly fixture, or must not overlap, is one xdist_group (docs/architecture.md, "The test
+# suite"). Hypothesis draws a fixed set of examples (the "ci" profile of tests/conftest.py).
+PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+export PTC_HYPOTHESIS_PROFILE ?= ci
+
 pytest: $(BIN)/.installed
-	$(BIN)/python -m pytest -q --ignore=$(RAY_TESTS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --ignore=$(RAY_TESTS)
 	@$(MAKE) --no-print-directory pytest-ray
 
 # As root, a missing or failing unshare fails the build; only a non-root user skips (loudly).

@@ -1,12 +1,15 @@
 """Shared test configuration: async tests run on anyio's asyncio backend; a private SDK
 cache; ``needs_root`` skips (saying why) what a host without root or cgroups cannot run;
 ``envsim`` runs host scripts in the reference environments (``tests/environments``); the
-hypothesis profile named by ``PTC_HYPOTHESIS_PROFILE`` (``make test`` sets ``ci``)."""
+hypothesis profile named by ``PTC_HYPOTHESIS_PROFILE`` (``make test`` sets ``ci``); a
+private temp dir per test process; tests sharing a module-wide fixture grouped for xdist."""
 
 from __future__ import annotations
 
 import functools
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -47,6 +50,26 @@ def _private_sdk_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
         os.environ.pop("PTC_CACHE_DIR", None)
     else:
         os.environ["PTC_CACHE_DIR"] = previous
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_temp_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Temporary files, the runs' scratch dirs among them, go to a directory of this test
+    process (its children inherit ``TMPDIR``), never the shared one: a test that counts what
+    ptc left there counts its own, beside other hosts on the machine and the other
+    pytest-xdist workers. Readable by all (contained children run as other users)."""
+    tmp_path_factory.getbasetemp()  # pytest's own temp root stays where it was
+    private = tempfile.mkdtemp(prefix=f"ptc-tests-{os.getpid()}-")
+    os.chmod(private, 0o755)
+    previous = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"], tempfile.tempdir = private, private
+    yield
+    env, tempfile.tempdir = previous
+    if env is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = env
+    shutil.rmtree(private, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -90,6 +113,20 @@ def full_containment_unavailable() -> str | None:
         gaps = "; ".join(f"{d} is {r.level} ({r.gap or r.mechanism})" for d, r in short.items())
         return f"needs full containment, which this host lacks: {gaps}"
     return None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that share a fixture made once per module (or class, or package) run in one
+    pytest-xdist worker (``make test`` runs ``--dist loadgroup``), so it is made once, not
+    once per worker: a contained backend, a Ray cluster, a board of a thousand cases."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)  # pytest's record of the item's fixtures
+        chains = info.name2fixturedefs.values() if info is not None else ()
+        if any(chain[-1].scope in WIDE_SCOPES for chain in chains):  # [-1]: the one in force
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+WIDE_SCOPES = frozenset({"module", "class", "package"})
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
