@@ -1,11 +1,13 @@
 """``needs_root`` skips only where full containment is truly unavailable, and says why; the
-environment simulation skips only for a non-root user (as root a missing tool fails)."""
+environment simulation skips only for a non-root user (as root a missing tool fails); the
+hypothesis profile ``make test`` runs draws the same examples every run."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+from hypothesis import settings
 
 from tests import environments
 from tests.conftest import full_containment_unavailable, skip_unless_root
@@ -42,3 +44,12 @@ def test_a_missing_tool_fails_root_loudly(monkeypatch: pytest.MonkeyPatch) -> No
 @pytest.mark.skipif(os.geteuid() != 0, reason="only meaningful where tests run as root")
 def test_as_root_the_environments_can_be_simulated() -> None:
     assert environments.unavailable() is None
+
+
+@pytest.mark.skipif(
+    os.environ.get("PTC_HYPOTHESIS_PROFILE") != "ci", reason="make test (and CI) sets it"
+)
+def test_make_test_draws_the_same_examples_on_every_run() -> None:
+    active = settings()
+    assert active.derandomize and active.database is None and active.deadline is None
+    assert active.max_examples == 100  # where a test does not set its own
