@@ -53,3 +53,12 @@ def test_make_test_draws_the_same_examples_on_every_run() -> None:
     active = settings()
     assert active.derandomize and active.database is None and active.deadline is None
     assert active.max_examples == 100  # where a test does not set its own
+
+
+def test_tests_sharing_a_module_fixture_are_one_xdist_group(request: pytest.FixtureRequest) -> None:
+    # tests/worker/test_fidelity.py builds its boards once per module (a module fixture).
+    sharing = [i for i in request.session.items if "test_fidelity.py::" in i.nodeid]
+    if not sharing:
+        pytest.skip("tests/worker/test_fidelity.py is not collected in this run")
+    groups = {m.args[0] for i in sharing if (m := i.get_closest_marker("xdist_group"))}
+    assert groups == {"tests/worker/test_fidelity.py"}
