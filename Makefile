@@ -47,7 +47,10 @@ pytest-ray: $(BIN)/.installed
 		exit 0; fi; \
 	set -x; unshare -n sh -c 'ip link set lo up && exec env PTC_RAY_NETNS=1 $(BIN)/python -m pytest -q $(RAY_TESTS)'
 
-test: lint typecheck pytest
+# The three side by side (mypy's first run takes a minute of CPU the tests can share); each
+# line is printed as it comes. Any of them failing fails the target.
+test: $(BIN)/.installed
+	@$(MAKE) --no-print-directory -j3 --output-sync=line lint typecheck pytest
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m benchmarks all
