@@ -47,10 +47,11 @@ pytest-ray: $(BIN)/.installed
 		exit 0; fi; \
 	set -x; unshare -n sh -c 'ip link set lo up && exec env PTC_RAY_NETNS=1 $(BIN)/python -m pytest -q $(RAY_TESTS)'
 
-# The three side by side (mypy's first run takes a minute of CPU the tests can share); each
-# line is printed as it comes. Any of them failing fails the target.
+# The three side by side (mypy's first run takes a minute of CPU the tests can share), their
+# output as it comes (ruff's and mypy's few lines may land among pytest's progress dots).
+# Any of them failing fails the target.
 test: $(BIN)/.installed
-	@$(MAKE) --no-print-directory -j3 --output-sync=line lint typecheck pytest
+	@$(MAKE) --no-print-directory -j3 lint typecheck pytest
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m benchmarks all
