@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from sdkgen import Sdk, ToolBinding
+from sdkgen import AST_LOCK, Sdk, ToolBinding
 from worker import CompileFailure, compile_program, parse_program
 
 PreflightKind = Literal["syntax", "preflight", "policy"]
@@ -49,7 +49,8 @@ class PreflightError:
 
 def check_program(code: str, sdk: Sdk, profile: str) -> PreflightError | None:
     """Return the first certain error in ``code``, or ``None`` when it may run."""
-    tree = parse_program(code)
+    with AST_LOCK:  # shared with the SDK builders' threads (sdkgen.AST_LOCK says why)
+        tree = parse_program(code)
     if isinstance(tree, CompileFailure):
         return PreflightError(kind=tree.kind, detail=tree.detail)
     problem = _Checker(code, sdk, tree).first_problem()
@@ -57,7 +58,8 @@ def check_program(code: str, sdk: Sdk, profile: str) -> PreflightError | None:
         return PreflightError(kind="preflight", detail=problem)
     # What only compiling finds: `break` outside a loop, say, or the restricted policy
     # (last: the policy rewrites the tree).
-    compiled = compile_program(code, profile=profile, tree=tree)
+    with AST_LOCK:
+        compiled = compile_program(code, profile=profile, tree=tree)
     if isinstance(compiled, CompileFailure):
         return PreflightError(kind=compiled.kind, detail=compiled.detail)
     return None

@@ -3,6 +3,7 @@
 ``sdkgen`` never imports ``ptc``.
 """
 
+from ._ast_parse import AST_LOCK as AST_LOCK
 from ._generator import SdkGenerator as SdkGenerator
 from ._generator import generate as generate
 from ._generator import spec_digest as spec_digest
@@ -18,6 +19,7 @@ from ._types import ToolSpec as ToolSpec
 from ._types import Transport as Transport
 
 __all__ = (
+    "AST_LOCK",
     "ParamBinding",
     "Sdk",
     "SdkGenerator",

@@ -23,6 +23,7 @@ import ast
 import keyword
 import typing
 
+from ._ast_parse import parse
 from ._fragment import TypeFragment
 
 _TYPING_NAMES = frozenset(name for name in dir(typing) if not name.startswith("_"))
@@ -98,8 +99,8 @@ def _identifier(name: str) -> bool:
 def _annotation(text: str) -> None:
     """A pure type expression that stays one annotation where a signature embeds it."""
     _require("\n" not in text and "\r" not in text)
-    _type_expression(ast.parse(text, mode="eval").body, top=True)
-    embedded = ast.parse(f"def f(*, x: {text}) -> {text}: ...").body
+    _type_expression(parse(text, mode="eval").body, top=True)
+    embedded = parse(f"def f(*, x: {text}) -> {text}: ...").body
     _require(len(embedded) == 1 and isinstance(embedded[0], ast.FunctionDef))
     function = embedded[0]
     assert isinstance(function, ast.FunctionDef)
@@ -157,7 +158,7 @@ def _slice(node: ast.expr) -> None:
 
 def _definition(source: str) -> str:
     """The name one definition binds; ``_Rejected`` unless it is a TypedDict or an alias."""
-    body = ast.parse(source).body
+    body = parse(source).body
     _require(len(body) == 1)
     stmt = body[0]
     if isinstance(stmt, ast.ClassDef):

@@ -17,11 +17,11 @@ module answers, its answer is the generator's.
 
 from __future__ import annotations
 
-import ast
 import keyword
 from collections.abc import Mapping
 from typing import Any
 
+from ._ast_parse import parse
 from ._dialect import for_typing, is_any
 from ._fragment import JSON_ALIAS, TypeFragment
 from ._simple_refs import CONTAINERS, generator_order, local_definitions, referenced, upper_camel
@@ -74,7 +74,7 @@ def simple_fragment(
     if output is not None and not module.output(output, f"{prefix}Output"):
         return None
     if module.models or module.defined:
-        tree = ast.parse("\n".join(module.statements))
+        tree = parse("\n".join(module.statements))
         if module.defined:  # the generator moves types after those they name
             body = generator_order(tree.body)
             if body is None:

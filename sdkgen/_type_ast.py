@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import typing
 
+from ._ast_parse import parse
 from ._fragment import JSON_ALIAS
 
 TYPING_OK = frozenset(name for name in dir(typing) if not name.startswith("_"))
@@ -77,7 +78,7 @@ def names_in(node: ast.AST) -> set[str]:
 
 
 def reachable(annotations: list[str], defs: dict[str, ast.stmt]) -> set[str]:
-    todo = set().union(*(names_in(ast.parse(a, mode="eval")) for a in annotations))
+    todo = set().union(*(names_in(parse(a, mode="eval")) for a in annotations))
     seen: set[str] = set()
     while todo:
         name = todo.pop()
@@ -95,7 +96,7 @@ def typing_refs(stmt: ast.stmt) -> set[str]:
 def used_names(sources: tuple[str, ...]) -> set[str]:
     used: set[str] = set()
     for source in sources:
-        used |= names_in(ast.parse(source))
+        used |= names_in(parse(source))
     return used
 
 
@@ -152,7 +153,7 @@ def empty_typeddicts_to_mappings(defs: dict[str, ast.stmt], typing_names: set[st
     """A TypedDict without fields would only admit ``{}``; an open object is a mapping."""
     for name, stmt in list(defs.items()):
         if isinstance(stmt, ast.ClassDef) and not class_fields(stmt) and not stmt.bases[1:]:
-            defs[name] = ast.parse(f"{name}: TypeAlias = dict[str, {JSON_ALIAS}]").body[0]
+            defs[name] = parse(f"{name}: TypeAlias = dict[str, {JSON_ALIAS}]").body[0]
             typing_names.add("TypeAlias")
 
 
@@ -182,7 +183,7 @@ def widen_inputs(
             else:
                 stmt.value = widen.visit(stmt.value)
     return tuple(
-        (key, ast.unparse(widen.visit(ast.parse(annotation, mode="eval").body)), required)
+        (key, ast.unparse(widen.visit(parse(annotation, mode="eval").body)), required)
         for key, annotation, required in params
     )
 
@@ -192,7 +193,7 @@ class _Widen(ast.NodeTransformer):
         self.opened = opened
 
     def _either(self, name: str) -> ast.expr:
-        mapping = ast.parse(f"dict[str, {JSON_ALIAS}]", mode="eval").body
+        mapping = parse(f"dict[str, {JSON_ALIAS}]", mode="eval").body
         return ast.BinOp(left=ast.Name(id=name, ctx=ast.Load()), op=ast.BitOr(), right=mapping)
 
     def visit_Name(self, node: ast.Name) -> ast.expr:  # noqa: N802 - ast.NodeTransformer API

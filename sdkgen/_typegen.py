@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+from ._ast_parse import parse
 from ._dialect import for_typing, is_any
 from ._fragment import JSON_ALIAS, TypeFragment
 from ._render_types import render_definition
@@ -104,7 +105,7 @@ def _generate(
             )
         if not isinstance(source, str):
             raise TypeError(f"unexpected generator result {type(source).__name__}")
-        return ast.parse(source)
+        return parse(source)
     except Exception as exc:  # the generator's failure modes are open-ended
         part = "input" if output_schema is None else "output" if input_schema is None else "tool"
         notes.append(f"{part} schema not supported ({type(exc).__name__}); typed as JSON")
@@ -162,7 +163,7 @@ def fragment_from_tree(
     rendered = tuple(render_definition(defs[n]) for n in defs if n in keep)
     for stmt_name in keep:
         typing_names.update(typing_refs(defs[stmt_name]))
-    typing_names |= TYPING_OK & set().union(*(names_in(ast.parse(a)) for a in roots))
+    typing_names |= TYPING_OK & set().union(*(names_in(parse(a)) for a in roots))
     typing_names &= used_names((*rendered, *roots))
     return TypeFragment(
         definitions=rendered,

@@ -7,6 +7,7 @@ import sdkgen
 
 def test_all_names_are_exported_and_nothing_else_is_public() -> None:
     assert sdkgen.__all__ == (
+        "AST_LOCK",
         "ParamBinding",
         "Sdk",
         "SdkGenerator",
