@@ -142,6 +142,33 @@ def _v2_setup(path: str, *, pids_done: bool) -> tuple[str, ...]:
     return tuple(c for c in V2_CONTROLLERS if c in have)
 
 
+def hierarchy_bases() -> list[str]:
+    """The directories runs' cgroups are made in (this process's own, per hierarchy)."""
+    own = _own_paths()
+    return [b for h in ("memory", "pids", "unified") if (b := _base_dir(h, own)) is not None]
+
+
+def remove_abandoned(path: str) -> None:
+    """Kill whatever is left in a cgroup nobody owns any more, and remove it."""
+    with contextlib.suppress(OSError):
+        _write(os.path.join(path, "cgroup.kill"), "1")
+    with contextlib.suppress(OSError):
+        for pid in _read(os.path.join(path, "cgroup.procs")).split():
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int(pid), 9)
+    deadline = time.monotonic() + 1.0
+    while True:
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.005)
+
+
 # A handful of these per run, so without file objects (half the time of ``open()``).
 _write = write_file
 _read = read_file

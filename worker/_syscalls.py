@@ -25,10 +25,12 @@ PR_GET_DUMPABLE = 3
 PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_CHILD_SUBREAPER = 36
+MS_RDONLY = 1
 MS_NOSUID = 2
 MS_NODEV = 4
 MS_NOEXEC = 8
 MS_REMOUNT = 32
+MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
 _CPUCLOCK_PROF = 0
@@ -44,6 +46,12 @@ def unshare(flags: int) -> None:
     if _libc.unshare(flags) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"unshare: {os.strerror(err)}")
+
+
+def setns(fd: int, nstype: int) -> None:
+    if _libc.setns(fd, nstype) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns: {os.strerror(err)}")
 
 
 def mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
@@ -91,7 +99,7 @@ def map_own_ids(uid: int, gid: int) -> None:
     themselves, one id each and nothing else, so files it creates on a filesystem mounted
     inside the namespace have an owner. Never used for uid 0 (root's files would come under
     the namespace's capabilities): as root the scratch is mounted before the user namespace
-    exists (see ``worker._keeper``)."""
+    exists (see ``worker._isolate``)."""
     if uid == 0 or gid == 0:
         raise OSError(errno.EPERM, "refusing to map root into a child's user namespace")
     # After a uid change the process is not dumpable and its /proc files belong to root:

@@ -13,7 +13,7 @@ import pytest
 from tests.security._support import SDK, SHORT, echo_calls
 from worker import Containment, Limits, RunRequest, SubprocessBackend
 from worker._errors import StartFailed
-from worker._zygote import ZygoteClient
+from worker._zygote_client import ZygoteClient
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs_root]
 

@@ -39,7 +39,8 @@ def test_a_precompiled_sdk_module_is_executed_without_compiling_it_again(
 
 
 def test_the_zygote_client_sends_large_modules_and_refuses_only_oversized_ones() -> None:
-    from worker._zygote import MAX_SDK_MODULE_BYTES, ZygoteClient
+    from worker._zygote import MAX_SDK_MODULE_BYTES
+    from worker._zygote_client import ZygoteClient
 
     client = ZygoteClient()
     try:
