@@ -199,7 +199,7 @@ class ChildHandle:
             answer = await self.channel.next_frame()
         except (WorkerError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             return str(exc) or type(exc).__name__
-        if answer is None or answer["type"] != "limits":
+        if answer is None or answer["type"] != "applied":
             return "the child exited" if answer is None else f"the child sent {answer['type']!r}"
         if not answer["applied"]:
             return str(answer["error"]) or "not applied"

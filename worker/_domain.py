@@ -45,6 +45,7 @@ from ._syscalls import (
     CLONE_NEWNS,
     CLONE_NEWPID,
     CLONE_NEWUSER,
+    MNT_DETACH,
     MS_BIND,
     MS_PRIVATE,
     MS_RDONLY,
@@ -55,6 +56,7 @@ from ._syscalls import (
     mount,
     prctl,
     setns,
+    umount,
     unshare,
 )
 
@@ -150,6 +152,13 @@ def _namespaces(domain: Domain, cfg: dict[str, Any]) -> None:
         domain.namespace_error = f"no pid namespace ({exc})"
     domain.tmpfs_error = _mount_root(cfg["root"])
     domain.tmpfs = not domain.tmpfs_error
+
+
+def release_root(root: str) -> None:
+    """Undo the read-only view of the scratch root in the zygote's mount namespace, so the
+    zygote can remove it (a host that died cannot)."""
+    with contextlib.suppress(OSError):
+        umount(root, MNT_DETACH)
 
 
 def next_pid_namespace(own: int) -> None:

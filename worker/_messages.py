@@ -7,7 +7,7 @@ Every frame is a JSON object with a string ``"type"``; :data:`SCHEMAS` maps the 
 :class:`ProtocolError`, so both sides treat the other's frames as hostile until
 :func:`validate_frame` accepted them.
 
-Child -> host: ``ready limits call stdout log done``; host -> child: ``limits sdk start
+Child -> host: ``ready applied call stdout log done``; host -> child: ``limits sdk start
 result``. Frame
 *order* (ready first, nothing after done, increasing call ids) is the host's run loop's
 job (``_runloop``); this module checks each frame alone.
@@ -264,7 +264,7 @@ SCHEMAS: Mapping[Sender, Mapping[str, FrameSchema]] = {
     "child": {
         "ready": FrameSchema({"pid": _INT, "enforcement": _map_of(DIMENSIONS, _ENFORCEMENT)}),
         # The rlimits the child set itself, before any program (the answer to ``limits``).
-        "limits": FrameSchema({"applied": _BOOL, "error": _text(1000), "cpu_limit_s": _NUMBER}),
+        "applied": FrameSchema({"applied": _BOOL, "error": _text(1000), "cpu_limit_s": _NUMBER}),
         "call": FrameSchema({"calls": _list_of(_call_entry, min_items=1)}),
         "stdout": FrameSchema({"data": _STR}),
         "log": FrameSchema({"record": _LOG_RECORD}),

@@ -67,6 +67,15 @@ def mount(source: str, target: str, fstype: str | None, flags: int, data: str | 
         raise OSError(err, f"mount {target}: {os.strerror(err)}")
 
 
+MNT_DETACH = 2
+
+
+def umount(target: str, flags: int = 0) -> None:
+    if _libc.umount2(target.encode(), flags) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"umount {target}: {os.strerror(err)}")
+
+
 def write_file(path: str, text: str) -> None:
     """Write ``text`` to a ``/proc`` or ``/sys`` file in one ``write``.
 

@@ -315,7 +315,10 @@ def main(control_fd: int, config: dict[str, Any]) -> None:
     if goodbye:  # the host closed its pool: nothing of ours is left but the scratch keeper
         zygote.children.stop(zygote.wake_r)
     else:  # the host died (or dropped its end): what it could not remove, we do
+        from ._domain import release_root
+
         pending = zygote.pending(inbox)
+        release_root(config["root"])
         zygote.children.leftovers(pending, config["root"], zygote.wake_r)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import asyncio
 import os
 import textwrap
@@ -41,12 +43,8 @@ SDK = textwrap.dedent(
     """
 )
 
-PROCESSES_PER_POOLED_CHILD = 3 if os.geteuid() == 0 else 2
-"""A pooled child is its keeper, the child, and (as root) the helper that resizes the
-scratch tmpfs to the run's ``scratch_mib``."""
-PROCESSES_PER_PRIMED_CHILD = 2
-"""A child the pool primed for the last run's key: the helper did its one resize and was
-reaped, keeper and child remain."""
+PROCESSES_PER_PRIMED_CHILD = 1
+"""A pooled child is one process: the zygote supervises it."""
 
 SHORT = Limits(wall_seconds=3.0, cpu_seconds=2.0, memory_mib=256)
 RELAXED = Containment(require=frozenset())
@@ -109,10 +107,20 @@ def run_cgroups(bases: Sequence[str], host_pid: int) -> list[str]:
 
 
 def scratch_dirs() -> set[str]:
+    """Every host's scratch root in the temp dir (``ptc-<pid>-<start>-<random>``) and the
+    children's scratch dirs in them (``<root>/run-<n>``; none where children mount a tmpfs)."""
+    import re
     import tempfile
 
     tmp = tempfile.gettempdir()
-    return {n for n in os.listdir(tmp) if n.startswith("ptc-run-")}
+    found = set()
+    for name in os.listdir(tmp):
+        if re.match(r"^ptc-\d+-\d+-", name):
+            found.add(name)
+            with contextlib.suppress(OSError):
+                inside = os.listdir(os.path.join(tmp, name))
+                found.update(f"{name}/{n}" for n in inside if n != "scratch")
+    return found
 
 
 def zombies(under: int) -> list[int]:

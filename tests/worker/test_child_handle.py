@@ -59,7 +59,7 @@ async def fake() -> AsyncIterator[Fake]:
         (b"", "the zygote is gone"),
         (
             ExitReport(status=0, cpu_ms=0.0, maxrss_kib=0).to_line(),
-            "the zygote sent ExitReport before its hello",
+            "it died before it said hello",
         ),
     ],
 )
@@ -118,7 +118,7 @@ async def test_a_handshake_reads_hello_then_ready(
 
 
 async def test_the_child_sets_its_limits_on_itself_and_says_what_it_set(fake: Fake) -> None:
-    fake.run.sendall(encode({"type": "limits", "applied": True, "error": "", "cpu_limit_s": 7}))
+    fake.run.sendall(encode({"type": "applied", "applied": True, "error": "", "cpu_limit_s": 7}))
     why = await fake.handle.apply_limits(cpu_seconds=5, data_mib=64, as_mib=1088)
     assert why == "" and fake.handle.cpu_limit_s == 7.0
     sent = fake.run.recv(200)
@@ -131,7 +131,7 @@ async def test_the_child_sets_its_limits_on_itself_and_says_what_it_set(fake: Fa
         (b"", "the child exited"),
         (encode({"type": "stdout", "data": "x"}), "the child sent 'stdout'"),
         (
-            encode({"type": "limits", "applied": False, "error": "EPERM", "cpu_limit_s": 0}),
+            encode({"type": "applied", "applied": False, "error": "EPERM", "cpu_limit_s": 0}),
             "EPERM",
         ),
     ],

@@ -42,4 +42,4 @@ def apply_limits(frame: dict[str, Any], *, enabled: bool) -> dict[str, Any]:
 
 
 def _answer(applied: bool, error: str, cpu_limit_s: float) -> dict[str, Any]:
-    return {"type": "limits", "applied": applied, "error": error, "cpu_limit_s": cpu_limit_s}
+    return {"type": "applied", "applied": applied, "error": error, "cpu_limit_s": cpu_limit_s}
