@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import resource
+import select
 import signal
 import socket
 from types import FrameType
@@ -55,10 +56,11 @@ def child_main(
         me = int(os.readlink("/proc/self"))
         hello = Hello(keeper_pid=cfg["zygote_pid"], child_pid=me)
         step("say hello", lambda: os.write(line_fd, hello.to_line()))
-        keep = (run_fd, line_fd, registrations, cfg.get("ruleset_fd", -1))
+        keep = (run_fd, line_fd, registrations, cfg["ruleset_fd"], cfg["zygote_pidfd"])
         step("close every other fd", lambda: _isolate_fds(tuple(fd for fd in keep if fd >= 0)))
         facts, scratch = isolate(cfg)
         _confine(cfg, facts, scratch)
+        _follow_the_zygote(cfg["zygote_pidfd"])
         if facts["scratch_keeper"]:
             _register(cfg, facts, scratch, line_fd, registrations)
         elif registrations >= 0:
@@ -82,6 +84,16 @@ def child_main(
                 os.write(line_fd, failure.line.to_line())
     finally:
         os._exit(71)
+
+
+def _follow_the_zygote(zygote: int) -> None:
+    """Ask again to die with the zygote: a change of uid or capabilities forgets the death
+    signal. Then make sure it did not die in between (its pidfd turns readable)."""
+    step("die with the zygote", lambda: prctl(PR_SET_PDEATHSIG, signal.SIGKILL))
+    gone, _, _ = select.select([zygote], [], [], 0)
+    os.close(zygote)
+    if gone:
+        raise SetupError("follow the zygote", OSError("the zygote died"))
 
 
 def _confine(cfg: dict[str, Any], facts: dict[str, Any], scratch: str) -> None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -80,6 +81,8 @@ class Domain:
     """The zygote's own pid namespace, gone back to before each ``unshare``."""
     pid: int = 0
     """The zygote's pid as the host sees it."""
+    pidfd: int = -1
+    """A pidfd of the zygote itself: a child checks it once it has asked to die with it."""
     tmpfs: bool = False
     tmpfs_error: str = ""
     uid: int = 0
@@ -102,6 +105,7 @@ class Domain:
             "landlock_error": self.landlock_error,
             "read_only": self.read_only,
             "zygote_pid": self.pid,
+            "zygote_pidfd": self.pidfd,
         }
 
 
@@ -114,6 +118,7 @@ def enter(cfg: dict[str, Any], read_only: list[str]) -> Domain:
     else:
         domain.namespace_error = domain.tmpfs_error = "namespaces off"
     domain.uid = os.geteuid()
+    domain.pidfd = os.pidfd_open(os.getpid())
     if cfg["landlock"]:
         domain.landlock_abi, domain.landlock_error = _landlock.status(cfg["landlock_abi_limit"])
     else:
@@ -219,25 +224,46 @@ def _mount_root(root: str) -> str:
 
 
 def _probe_tmpfs(mount_point: str) -> str:
-    """Fork once and mount a tiny tmpfs on ``mount_point`` in a mount namespace of the
-    fork's own, as every child will: "" when it worked, else why not."""
+    """Mount a tiny tmpfs on ``mount_point`` in a fork's own mount namespace, as every child
+    will: "" when it worked, else why not."""
+
+    def mount_one() -> str:
+        unshare(CLONE_NEWNS)
+        return mount_scratch(mount_point, 1, uid=os.geteuid(), gid=os.getegid())
+
+    why = _probe(mount_one)
+    return f"no scratch tmpfs ({why})" if why else ""
+
+
+def _drop_and_unshare() -> str:
+    become_nobody()
+    unshare(CLONE_NEWUSER)
+    return ""
+
+
+def become_nobody() -> None:
+    """Drop every id to 65534 (root with CAP_SETUID and CAP_SETGID)."""
+    os.setgroups([])
+    os.setresgid(NOBODY, NOBODY, NOBODY)
+    os.setresuid(NOBODY, NOBODY, NOBODY)
+
+
+def _probe(attempt: Callable[[], str]) -> str:
+    """Run ``attempt`` in a fork (which then exits): "" when it returned "", else why not."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         code = 0
         try:
             os.close(read)
-            unshare(CLONE_NEWNS)
-            why = mount_scratch(mount_point, 1, uid=os.geteuid(), gid=os.getegid())
-            if why:
-                os.write(write, why.encode("utf-8", "replace")[:2000])
-                code = 1
+            why = attempt()
         except BaseException as exc:  # noqa: BLE001 - reported to the zygote
+            why = str(exc) or type(exc).__name__
+        if why:
             with contextlib.suppress(OSError):
-                os.write(write, str(exc).encode("utf-8", "replace")[:2000])
+                os.write(write, why.encode("utf-8", "replace")[:2000])
             code = 1
-        finally:
-            os._exit(code)
+        os._exit(code)
     os.close(write)
     try:
         why = os.read(read, 4096).decode("utf-8", "replace")
@@ -245,5 +271,5 @@ def _probe_tmpfs(mount_point: str) -> str:
         os.close(read)
     _, status = os.waitpid(pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
-        return f"no scratch tmpfs ({why or 'the probe failed'})"
+        return why or "the probe failed"
     return ""

@@ -33,8 +33,10 @@ from ._keeper_lines import Killed
 from ._scratch_gate import WriteGate
 from ._scratch_quota import ScratchQuota
 from ._seccomp import growth_syscalls
-from ._syscalls import PR_SET_PDEATHSIG, prctl
+from ._syscalls import PR_SET_PDEATHSIG, prctl, set_name
 
+NAME = b"ptc-keeper"
+"""The scratch keeper's process name (``/proc/<pid>/comm``)."""
 _UCRED = struct.Struct("iII")  # struct ucred: pid, uid, gid
 _MAX_REGISTRATION = 8192
 
@@ -94,6 +96,7 @@ def gatekeeper_main(registrations: socket.socket, drop_to: int | None) -> NoRetu
     code = 0
     try:
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        set_name(NAME)
         if drop_to is not None:
             os.setgroups([])
             os.setresgid(drop_to, drop_to, drop_to)

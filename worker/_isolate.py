@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _capabilities
-from ._domain import MOUNT_POINT, NOBODY
+from ._domain import MOUNT_POINT, NOBODY, become_nobody
 from ._keeper_lines import SetupFailed
 from ._scratch import mount_scratch
 from ._syscalls import CLONE_NEWNS, CLONE_NEWUSER, unshare, write_file
@@ -87,7 +87,7 @@ def isolate(cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
         if drop:
             step("give its scratch dir to uid 65534", lambda: os.chown(scratch, *owner))
     if drop:
-        step("drop to uid 65534", _become_nobody)
+        step("drop to uid 65534", become_nobody)
         facts["uid_dropped"] = True
     if cfg["zygote_namespaces"]:
         # Capabilities only inside a namespace of its own: none over the zygote's.
@@ -135,9 +135,3 @@ def _uid_drop(cfg: dict[str, Any], facts: dict[str, Any]) -> bool:
         facts["uid_note"] = cfg["uid_drop_obstacle"]
         return False
     return True
-
-
-def _become_nobody() -> None:
-    os.setgroups([])
-    os.setresgid(NOBODY, NOBODY, NOBODY)
-    os.setresuid(NOBODY, NOBODY, NOBODY)

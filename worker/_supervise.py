@@ -22,19 +22,20 @@ from collections import deque
 from typing import Any
 
 from ._keeper_lines import ExitReport
-from ._syscalls import cpu_clock_s
+from ._syscalls import cpu_clock_s, read_file
 
 LEFTOVERS_WAIT_S = 5.0
 """How long a zygote whose host died waits for its children to end once it killed them."""
 
 
 class _Child:
-    __slots__ = ("cgroups", "line", "scratch")
+    __slots__ = ("cgroups", "line", "pidns", "scratch")
 
-    def __init__(self, line: int, scratch: str, cgroups: list[list[str]]) -> None:
+    def __init__(self, line: int, scratch: str, cgroups: list[list[str]], pidns: bool) -> None:
         self.line = line
         self.scratch = scratch
         self.cgroups = cgroups
+        self.pidns = pidns
 
 
 class Children:
@@ -52,7 +53,7 @@ class Children:
         self.other_ended = False
 
     def forked(self, pid: int, line: int, cfg: dict[str, Any]) -> None:
-        self.running[pid] = _Child(line, cfg["scratch"], cfg.get("cgroups", []))
+        self.running[pid] = _Child(line, cfg["scratch"], cfg.get("cgroups", []), cfg["pidns"])
 
     def reap(self) -> None:
         """Reap every child that exited and report it (and orphans: a subreaper's)."""
@@ -77,6 +78,8 @@ class Children:
                 if pid in self.others:
                     self.others.discard(pid)
                     self.other_ended = True
+                else:  # an orphan: its own children come to the zygote now
+                    self.sweep()
                 continue
             report = ExitReport(
                 status=status,
@@ -84,10 +87,25 @@ class Children:
                 maxrss_kib=usage.ru_maxrss,
                 cpu_clock_s=clock,
             )
+            if not child.pidns:
+                self.sweep()
             with contextlib.suppress(OSError):  # the host is gone, or closed its end
                 os.write(child.line, report.to_line())
             os.close(child.line)
             self._ended.append((child.scratch, child.cgroups))
+
+    def sweep(self) -> None:
+        """Kill whatever a child without a pid namespace left behind: a process that is
+        neither a child nor one of the zygote's own, reparented to the zygote (a subreaper)
+        when its parent died. (Only where seccomp did not stop the child forking.)"""
+        try:
+            found = read_file("/proc/thread-self/children").split()
+        except OSError:
+            return
+        for pid in map(int, found):
+            if pid not in self.running and pid not in self.others:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
 
     def stop(self, wake: int) -> None:
         """The host said goodbye (it closed its children): end the zygote's own processes."""

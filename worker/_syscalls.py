@@ -21,6 +21,7 @@ CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
+PR_SET_NAME = 15
 PR_GET_DUMPABLE = 3
 PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
@@ -38,6 +39,13 @@ _CPUCLOCK_PROF = 0
 
 def prctl(option: int, arg: int) -> None:
     if _libc.prctl(option, arg, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def set_name(name: bytes) -> None:
+    """This thread's name (``/proc/<pid>/comm``, at most 15 bytes), for whoever reads ``ps``."""
+    if _libc.prctl(PR_SET_NAME, name, 0, 0, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import asyncio
+import contextlib
 import os
 import textwrap
 from collections.abc import Callable, Sequence
@@ -171,6 +170,17 @@ async def eventually(predicate: Callable[[], bool], timeout_s: float = 10.0) -> 
     return True
 
 
+def _is_scratch_keeper(pid: int) -> bool:
+    """The zygote's own scratch keeper, which lives as long as the zygote."""
+    from worker._gatekeeper import NAME
+
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as fh:
+            return fh.read().strip() == NAME
+    except OSError:
+        return False
+
+
 def leftover_descendants(pid: int, timeout_s: float = 10.0) -> list[int]:
     """Descendants of ``pid`` still present after waiting up to ``timeout_s`` for exits
     to be reaped (the zygote reaps on SIGCHLD, asynchronously to the host)."""
@@ -178,7 +188,7 @@ def leftover_descendants(pid: int, timeout_s: float = 10.0) -> list[int]:
 
     deadline = time.monotonic() + timeout_s
     while True:
-        found = descendants(pid)
+        found = [p for p in descendants(pid) if not _is_scratch_keeper(p)]
         if not found or time.monotonic() > deadline:
             return found
         time.sleep(0.01)
