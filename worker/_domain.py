@@ -183,11 +183,12 @@ def _own_user_namespace() -> None:
                 f"root cannot be mapped into a user namespace, nor drop to uid "
                 f"{NOBODY} ({'/'.join(lacking)} dropped)"
             )
-        os.setgroups([])
-        os.setresgid(NOBODY, NOBODY, NOBODY)
-        os.setresuid(NOBODY, NOBODY, NOBODY)
+        why = _probe(_drop_and_unshare)  # a drop for good only where it leads somewhere
+        if why:
+            raise OSError(why)
+        become_nobody()
     uid, gid = os.geteuid(), os.getegid()
-    unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWPID)
+    unshare(_OWN_NAMESPACES)
     map_own_ids(uid, gid)
     zygote = os.fork()
     if zygote == 0:
@@ -235,9 +236,14 @@ def _probe_tmpfs(mount_point: str) -> str:
     return f"no scratch tmpfs ({why})" if why else ""
 
 
+_OWN_NAMESPACES = CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWPID
+
+
 def _drop_and_unshare() -> str:
+    """What :func:`_own_user_namespace` does as root, tried in a probe first."""
     become_nobody()
-    unshare(CLONE_NEWUSER)
+    unshare(_OWN_NAMESPACES)
+    map_own_ids(NOBODY, NOBODY)
     return ""
 
 

@@ -91,16 +91,20 @@ class _Entry:
                 os.close(fd)
 
 
-def gatekeeper_main(registrations: socket.socket, drop_to: int | None) -> NoReturn:
-    """Entry of the scratch keeper (in the zygote's fork). Never returns."""
+def gatekeeper_main(registrations: socket.socket, drop_to: int | None, zygote: int) -> NoReturn:
+    """Entry of the scratch keeper (in the zygote's fork; ``zygote``: its pid, as this process
+    sees it). Never returns."""
     code = 0
     try:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         set_name(NAME)
         if drop_to is not None:
             os.setgroups([])
             os.setresgid(drop_to, drop_to, drop_to)
             os.setresuid(drop_to, drop_to, drop_to)
+        # Asked after the uid change, which forgets it; then the zygote must still be there.
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != zygote:
+            raise OSError("the zygote died")
         registrations.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         _serve(registrations)
     except BaseException:  # noqa: BLE001 - the zygote sees it gone and starts another

@@ -101,11 +101,12 @@ class ChildPool:
 
     def __init__(self, containment: Containment) -> None:
         self.containment = containment
-        sweep_dead_hosts()  # what hosts that died without a word left: never a live one's
         self._mark = host_mark()
-        self.root = tempfile.mkdtemp(prefix=f"{self._mark}-")
+        self._swept = False
+        self.root = os.path.join(tempfile.gettempdir(), f"{self._mark}-{secrets.token_hex(6)}")
         """Where every child's scratch is: ``<root>/scratch`` (a tmpfs each child mounts
-        in a mount namespace of its own) or ``<root>/run-<n>`` (a directory of its own)."""
+        in a mount namespace of its own) or ``<root>/run-<n>`` (a directory of its own).
+        Made when the zygote starts, removed when the pool closes."""
         self.zygote = ZygoteClient(self._zygote_config())
         self.chores = Chores()
         self.janitor = CgroupJanitor()
@@ -170,6 +171,9 @@ class ChildPool:
 
         Raises ``WorkerError`` (with nothing left behind: sockets, scratch dir, cgroups)
         when the host cannot provide what a child needs, e.g. file descriptors."""
+        if not self._swept:  # once: what hosts that died without a word left, never a live one's
+            self._swept = True
+            sweep_dead_hosts()
         if key is not None:
             self._precompile(key.sdk_module)
         self._counter += 1

@@ -196,13 +196,14 @@ class _Zygote:
         if self.registrations >= 0:
             os.close(self.registrations)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        me = os.getpid()
         pid = os.fork()
         if pid == 0:
             ours.close()
             for fd in (self.control.fileno(), self.wake_r, self.wake_w):
                 os.close(fd)
             signal.set_wakeup_fd(-1)
-            gatekeeper_main(theirs, self._drop_to if os.geteuid() == 0 else None)
+            gatekeeper_main(theirs, self._drop_to if os.geteuid() == 0 else None, me)
         theirs.close()
         self.registrations = ours.detach()
         self.children.others.add(pid)

@@ -45,9 +45,12 @@ class ZygoteClient:
         """Start the zygote (blocking for a few ms: fork+exec only, preloading is async)."""
         self.stop()
         root = self.config.get("root")
-        if root:  # a zygote whose host died removed it: made again for the next one
-            os.makedirs(os.path.join(root, "scratch"), mode=0o755, exist_ok=True)
-            os.chmod(root, 0o711)
+        if root:  # made at the first start (and again after a zygote that removed it)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(root, 0o711)
+            os.chmod(root, 0o711)  # whatever the umask: children of another uid get through
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(os.path.join(root, "scratch"), 0o755)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         project = os.path.dirname(_PACKAGE_DIR)
         argv = [
