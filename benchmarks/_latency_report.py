@@ -8,6 +8,7 @@ from typing import Any
 from . import _stats
 from ._host import describe
 from ._latency_parts import CPU_PROGRAMS
+from ._latency_sessions import FORK, PACED
 
 WARM = "run_code constant, warm, 50 ms apart"
 B2B = "run_code constant, back to back"
@@ -84,6 +85,13 @@ def _targets(p: dict[str, _stats.Summary], facts: dict[str, Any]) -> list[list[o
     check("idle pooled child PSS (max)", max(pooled) / 1024 if pooled else None, 5, "MiB",
           note=f"{len(pooled)} children at depth {deepest}; plus {len(between)} processes "
                f"between them and the zygote, max {max(between, default=0) / 1024:.1f} MiB")
+    sizes = facts.get("session_state_bytes", {})
+    for label, limit in (("64 KiB", 1.5), ("1 MiB", 15.0)):
+        paced, sessionless = get(PACED.format(label)), get(WARM)
+        added = paced - sessionless if paced is not None and sessionless is not None else None
+        check(f"run_code p50 on a session with {label} of state - sessionless p50", added,
+              limit, "ms", note=f"{sizes.get(label, 0):,} bytes kept; both paced 50 ms apart")
+    check("fork() of a 1 MiB session p50 (host)", get(FORK), 1, "ms")
     check("20 concurrent runs: failures", facts.get("concurrent_failures"), 0, "")
     check("trivial runs/s at 20 concurrent", facts.get("concurrent_runs_per_second"), 100, "/s",
           at_least=True)

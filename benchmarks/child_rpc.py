@@ -75,6 +75,7 @@ def main() -> None:
                     "sdk_module": SDK,
                     "profile": "python",
                     "limits": limits,
+                    "session": None,
                 }
                 host.sendall(encode(start))
             elif frame["type"] == "call":

@@ -10,7 +10,9 @@ made in-process and vs a Monty external-function call, and the event-loop rounds
 CPU-bound programs in both ptc profiles vs Monty and smolagents (and plain in-process
 ``exec`` for scale); kill latency; idle pooled child PSS; 20 concurrent runs; the worst
 event-loop stall of register, present_as, model_tools, sdk, a tool change and run_code with
-200 tools (a heartbeat task), and 200 tools registered one by one vs at once.
+200 tools (a heartbeat task), and 200 tools registered one by one vs at once; run_code on a
+session holding 64 KiB and 1 MiB of state beside the sessionless paced run, and fork() of
+the 1 MiB session (``_latency_sessions``).
 Results: ``benchmarks/results/latency.{json,md}``; the performance targets
 (docs/benchmarks.md) are checked. Each result carries the host facts that change the figures
 (kernel, cgroup version and mount options, virtualisation, CPUs, the load average at the
@@ -50,6 +52,7 @@ from ._latency_parts import (
     sample_async,
     sample_sync,
 )
+from ._latency_sessions import session_latency
 
 RESULT_NAME = "latency"
 CONSTANT = "1"
@@ -140,6 +143,7 @@ async def _run_suite(bench: Bench, relaxed: bool) -> None:
             k: v * 1000 / back_to_back for k, v in used.items()}
         bench.facts["idle_pss_kib"] = descendant_pss_kib()
         bench.facts["waterfall"] = await waterfall(code, bench.n(60), 0.05)
+        await session_latency(code, bench.add, bench.facts, bench.n)
 
         async def in_process() -> None:
             await _ok(native.call("noop", {}))

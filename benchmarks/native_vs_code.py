@@ -3,7 +3,8 @@
 ``python -m benchmarks.native_vs_code [--quick] [--reps N] [--latency-ms 0,500]`` (or
 ``python -m benchmarks suite``). A scripted stand-in model drives native mode (one tool
 round per turn, each result's content entering the context); code mode sends each task's
-program in one ``run_code`` call. Both answers are checked against the expected one; a
+program in one ``run_code`` call; the multi-step task (``_multistep``) is done in three
+steps, in code mode with and without a session. Every answer is checked against the expected one; a
 wrong answer fails the run. Wall time with a model latency L is computed as measured wall +
 turns x L (the latency is simulated arithmetically, never slept). ``--model PROVIDER:MODEL``
 instead runs the tasks with a model through pydantic-ai and the ptc adapter (``--model test``:
@@ -24,7 +25,7 @@ import anyio
 
 from ptc.examples import build_runtime
 
-from . import _bfcl, _model, _stats
+from . import _bfcl, _model, _multistep, _stats
 from ._episodes import Episode, run_code, run_native, runtime_kwargs, spec_bytes
 from ._mcp_tasks import MCP_TASK_NAMES, build_repo, git_tasks, mcp_runtime
 from ._tasks import CATALOG_FILLER, CATALOG_TASKS, TASKS, Task
@@ -52,9 +53,9 @@ def _parser() -> argparse.ArgumentParser:
 def _selected(names: str) -> tuple[tuple[Task, ...], tuple[str, ...]]:
     """The example-tool tasks (the catalog ones included) and the names of the MCP tasks."""
     if not names:
-        return TASKS + CATALOG_TASKS, MCP_TASK_NAMES
+        return TASKS + CATALOG_TASKS + (_multistep.TASK,), MCP_TASK_NAMES
     wanted = [n.strip() for n in names.split(",") if n.strip()]
-    known = {t.name: t for t in TASKS + CATALOG_TASKS}
+    known = {t.name: t for t in (*TASKS, *CATALOG_TASKS, _multistep.TASK)}
     unknown = [n for n in wanted if n not in known and n not in MCP_TASK_NAMES]
     if unknown:
         raise SystemExit(f"unknown task(s) {unknown}; known: "
@@ -73,6 +74,36 @@ def _scopes(runtime: Any) -> tuple[Any, Any]:
     native.present_as("native")
     code.present_as("code")
     return native, code
+
+
+async def _run_multistep(native: Any, code: Any, reps: int, progress: _Progress,
+                         rows: list[dict[str, Any]]) -> None:
+    """The multi-step task: native, code without a session, code with one (a new session
+    per episode: one per conversation)."""
+    task = _multistep.TASK
+    native_specs, code_specs = spec_bytes(native), spec_bytes(code)
+    modes = (("native", None), ("code", _multistep.WITHOUT_SESSION),
+             ("code+session", _multistep.WITH_SESSION))
+    for mode, programs in modes:
+        episodes: list[Episode] = []
+        for _ in range(reps):
+            progress.step += 1
+            progress.run += 1
+            if programs is None:
+                episode = await run_native(native, task, progress.run, native_specs)
+            elif mode == "code":
+                episode = await _multistep.run_steps(code, programs, mode, progress.run,
+                                                     code_specs)
+            else:
+                session = code.session()
+                episode = await _multistep.run_steps(session, programs, mode, progress.run,
+                                                     spec_bytes(session))
+                await session.close()
+            _stats.progress(f"{progress.step}/{progress.total} {task.name} [{mode}] "
+                            f"{episode.wall_ms:.1f} ms, answer "
+                            f"{'ok' if episode.correct else 'WRONG'}")
+            episodes.append(episode)
+        rows.append(_row(task, episodes))
 
 
 async def _run_tasks(native: Any, code: Any, tasks: Sequence[Task], reps: int,
@@ -101,13 +132,17 @@ async def measure(tasks: Sequence[Task], *, reps: int, relaxed: bool,
     ``mcp_tasks`` run over a real MCP server (``mcp-server-git``) mounted with ``ptc.mcp``.
     """
     rows: list[dict[str, Any]] = []
-    progress = _Progress((len(tasks) + len(mcp_tasks)) * 2 * reps)
+    multistep = _multistep.TASK in tasks
+    tasks = [t for t in tasks if t is not _multistep.TASK]
+    progress = _Progress((len(tasks) + len(mcp_tasks)) * 2 * reps + 3 * reps * multistep)
     plain = [t for t in tasks if t not in CATALOG_TASKS]
     catalog = [t for t in tasks if t in CATALOG_TASKS]
     async with build_runtime(**runtime_kwargs(relaxed)) as runtime:
         native, code = _scopes(runtime)
         baseline = [await _timed_constant(code) for _ in range(max(3, reps))]
         specs = await _run_tasks(native, code, plain, reps, progress, rows)
+        if multistep:
+            await _run_multistep(native, code, reps, progress, rows)
     if catalog:
         async with build_runtime(**runtime_kwargs(relaxed)) as runtime:
             # The example tools among CATALOG_FILLER BFCL definitions (none of the same name).
@@ -152,7 +187,7 @@ def _row(task: Task, episodes: list[Episode]) -> dict[str, Any]:
         "wall_ms_median": statistics.median(e.wall_ms for e in episodes),
         "run_code_ms_median": (statistics.median(e.run_code_ms for e in episodes
                                                  if e.run_code_ms is not None)
-                               if first.mode == "code" else None),
+                               if first.run_code_ms is not None else None),
     }
 
 
@@ -213,8 +248,8 @@ def write_chart(result: dict[str, Any], latency_ms: float, path: Path) -> Path:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     tasks, mcp_tasks = _selected(args.tasks)
-    if args.model:
-        return _model.main_with_model(args, tasks)
+    if args.model:  # the model path runs the one-program tasks
+        return _model.main_with_model(args, tuple(t for t in tasks if t is not _multistep.TASK))
     reps = 1 if args.quick else max(1, args.reps)
     latencies = [float(x) for x in args.latency_ms.split(",") if x.strip()]
     count = len(tasks) + len(mcp_tasks)

@@ -33,6 +33,7 @@ from ._errors import NotJSONError as NotJSONError
 from ._errors import PtcError as PtcError
 from ._errors import SchemaError as SchemaError
 from ._errors import ScopeError as ScopeError
+from ._errors import SessionError as SessionError
 from ._errors import SuspensionError as SuspensionError
 from ._errors import UsageError as UsageError
 from ._eventlog import EventLog as EventLog
@@ -67,6 +68,11 @@ from ._scheduler import ToolCall as ToolCall
 from ._schema import lenient_schema as lenient_schema
 from ._scopes import ChangeListener as ChangeListener
 from ._scopes import Scope as Scope
+from ._session import Session as Session
+from ._session_files import FileSessionStore as FileSessionStore
+from ._session_store import MemorySessionStore as MemorySessionStore
+from ._session_store import SessionRecord as SessionRecord
+from ._session_store import SessionStore as SessionStore
 from ._signals import CancelSignal as CancelSignal
 from ._suspension_files import FileSuspensionStore as FileSuspensionStore
 from ._suspensions import PendingApproval as PendingApproval
@@ -115,12 +121,14 @@ __all__ = (
     "ExecuteNext",
     "ExecutionToken",
     "FailureKind",
+    "FileSessionStore",
     "FileSuspensionStore",
     "FrozenDict",
     "FrozenList",
     "Guard",
     "Lifetime",
     "Limits",
+    "MemorySessionStore",
     "Mode",
     "ModelFormat",
     "NotJSONError",
@@ -138,6 +146,10 @@ __all__ = (
     "Scope",
     "ScopeError",
     "ScopeRef",
+    "Session",
+    "SessionError",
+    "SessionRecord",
+    "SessionStore",
     "Suspension",
     "SuspensionError",
     "SuspensionStore",

@@ -13,7 +13,6 @@ answered by :class:`~ptc._host_operations.CatalogOperations`.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import OrderedDict
@@ -46,15 +45,17 @@ from ._prompt import (
     RUN_CODE,
     RUN_CODE_INPUT_SCHEMA,
     RUN_CODE_OUTPUT_SCHEMA,
+    render_run_code,
     run_code_description,
     sdk_header,
 )
 from ._rebuilds import Rebuilds
 from ._replay import RunSuspended
-from ._results import ContentBlock, ToolResult
+from ._results import ToolResult
 from ._run import ProgramRun, fail_run
 from ._scopes import Scope
 from ._sdks import SdkBuilder, SdkRequest, default_cache_dir
+from ._session_runs import take_session_call
 from ._suspensions import Suspension, SuspensionStore
 from ._tools import Output, ToolContext, ToolDefinition, define_tool
 
@@ -64,23 +65,9 @@ _CACHE_ENTRIES = 128
 # Programs up to this size (python profile) are pre-flighted on the event loop: parsing and
 # compiling them takes well under a millisecond here, less than a hop to a worker thread.
 _INLINE_PREFLIGHT_CHARS = 256
-_NO_OUTPUT = "(run_code completed with no output)"
 _PENDING_STUB = (
     "# The SDK of this scope is being generated; call scope.sdk() or await scope.prepare().\n"
 )
-
-
-def render_run_code(value: JSON) -> list[ContentBlock]:
-    """The captured output, then the result (a string as is, else JSON indented 2)."""
-    parts: list[str] = []
-    stdout = value.get("stdout", "") if isinstance(value, Mapping) else ""
-    result = value.get("result") if isinstance(value, Mapping) else None
-    if isinstance(stdout, str) and stdout:
-        parts.append(stdout.rstrip("\n"))
-    if result is not None:
-        parts.append(result if isinstance(result, str) else json.dumps(result, indent=2))
-    text = "\n".join(parts)
-    return [{"type": "text", "text": text or _NO_OUTPUT}]
 
 
 class CodeMode:
@@ -256,6 +243,7 @@ class CodeMode:
         started: float,
     ) -> Any:
         timing_mark("enter")
+        session = take_session_call()  # this body's session, if run_code was a Session's
         profile = request.profile
         code = arguments["code"]
         scope = context.execution.scope
@@ -284,6 +272,12 @@ class CodeMode:
         if self._closed:
             fail_run("abort", "the runtime is closed")
         replay = self._pauses.replay_for(code)
+        turn = None
+        if session is not None:  # SESSION_EXPIRED when it is gone or its state refused
+            expect = replay.session_version if replay is not None else None
+            turn = await session.keeper.begin(
+                profile=profile, reset=session.reset, expect_version=expect
+            )
         execution = context.execution
         run = ProgramRun(
             execution,
@@ -293,8 +287,15 @@ class CodeMode:
             replay,
             started=started,
             host_operations=CatalogOperations(self._sdks, scope, definitions, sdk, request),
+            session=turn,
         )
-        run_request = RunRequest(code=code, sdk_module=sdk.module, profile=profile, limits=limits)
+        run_request = RunRequest(
+            code=code,
+            sdk_module=sdk.module,
+            profile=profile,
+            limits=limits,
+            session=turn.state if turn is not None else None,
+        )
         self._runs.add(run)
         try:
             return await run.execute(self.backend(), run_request)
@@ -307,6 +308,7 @@ class CodeMode:
                 description if isinstance(description, str) else None,
                 suspended,
                 replay.resumes if replay is not None else 0,
+                session=(turn.session_id, turn.version) if turn is not None else None,
             ) from None
         finally:
             self._runs.discard(run)

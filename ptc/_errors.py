@@ -13,6 +13,8 @@ PtcError                    root of everything ptc raises on purpose
  │                          a bad ``restrict()``, a second ``present_as()``
  ├── SuspensionError        (ValueError) a suspended run that cannot be resumed: unknown token,
  │                          resumed already, another scope, expired, a refused record
+ ├── SessionError           (ValueError) a session that cannot be opened or used: unknown id,
+ │                          another scope, a stored state that fails its binding (refused)
  ├── UsageError             (TypeError) an argument of the wrong kind: a listener that is not
  │                          callable, ``Accept(content=..., value=...)``
  └── ClosedError            (RuntimeError) the runtime or the scope is closed
@@ -37,6 +39,7 @@ __all__ = (
     "PtcError",
     "SchemaError",
     "ScopeError",
+    "SessionError",
     "SuspensionError",
     "UsageError",
 )
@@ -78,6 +81,11 @@ class ScopeError(PtcError, ValueError):
 class SuspensionError(PtcError, ValueError):
     """A suspended run cannot be resumed (the message says why); a record is never run
     unless it passed its checks."""
+
+
+class SessionError(PtcError, ValueError):
+    """A session cannot be opened or its stored state cannot be used (the message says
+    why); a state that fails its binding is refused before any worker sees it."""
 
 
 class UsageError(PtcError, TypeError):

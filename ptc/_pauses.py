@@ -20,13 +20,14 @@ import time
 
 from ._body import BodyFailure
 from ._decisions import ApprovalAnswer
-from ._errors import ClosedError, SuspensionError, UsageError
+from ._errors import ClosedError, SessionError, SuspensionError, UsageError
 from ._events import logger
 from ._json import JSON, FrozenDict, thaw
 from ._prompt import RUN_CODE
 from ._replay import Replay, RunSuspended
-from ._results import ToolResult
+from ._results import ToolResult, error_result
 from ._scopes import Scope
+from ._session import Session
 from ._suspensions import Suspension, SuspensionStore, new_token
 from ._tools import ToolContext, ToolExecution
 
@@ -58,6 +59,8 @@ class Pauses:
         description: str | None,
         suspended: RunSuspended,
         resumes: int,
+        *,
+        session: tuple[str, int] | None = None,
     ) -> BodyFailure:
         """Keep the record of a run that just paused; its ``SUSPENDED`` result."""
         now = time.time()
@@ -89,6 +92,7 @@ class Pauses:
             output=suspended.output,
             meta=thaw(meta),
             resumes=resumes,
+            session=None if session is None else {"id": session[0], "version": session[1]},
         )
         await self.store.save(suspension)
         return suspended_failure(suspension)
@@ -125,18 +129,26 @@ class Pauses:
         if self._closed:
             raise ClosedError("the runtime is closed")
         suspension = await self.take(scope.path, token)  # a call id names it too
+        paused_on = _paused_on(suspension)
         replay = Replay(
             calls=suspension.calls,
             pending=suspension.pending,
             answer=answer,
             resumes=suspension.resumes + 1,
+            session_version=paused_on[1] if paused_on is not None else None,
         )
         arguments: dict[str, JSON] = {"code": suspension.code}
         if suspension.description:
             arguments["description"] = suspension.description
+        target: Scope | Session = scope
+        if paused_on is not None:  # it resumes on its session
+            try:
+                target = scope.session(paused_on[0])
+            except SessionError as exc:
+                return error_result(suspension.call_id, RUN_CODE, "SESSION_EXPIRED", str(exc))
         reset = _REPLAY.set((suspension.code, replay))
         try:
-            return await scope.call(RUN_CODE, arguments, call_id=suspension.call_id)
+            return await target.call(RUN_CODE, arguments, call_id=suspension.call_id)
         finally:
             _REPLAY.reset(reset)
 
@@ -147,6 +159,16 @@ class Pauses:
         replay = _REPLAY.get()
         _REPLAY.set(None)
         return replay[1] if replay is not None and replay[0] == code else None
+
+
+def _paused_on(suspension: Suspension) -> tuple[str, int] | None:
+    """The session id and version a run paused on (``None``: it ran on no session)."""
+    found = suspension.session
+    if isinstance(found, dict):
+        session_id, version = found.get("id"), found.get("version")
+        if isinstance(session_id, str) and isinstance(version, int):
+            return session_id, version
+    return None
 
 
 def suspended_failure(suspension: Suspension) -> BodyFailure:
@@ -160,4 +182,9 @@ def suspended_failure(suspension: Suspension) -> BodyFailure:
         f"this task now.\nCaptured output:\n{suspension.output}"
     )
     meta = suspension.meta if isinstance(suspension.meta, dict) else {}
+    if suspension.session is not None:
+        message += (
+            "\n[session] Nothing of this run is saved while it is paused; when it resumes, "
+            "its state is saved if the session has not moved on meanwhile."
+        )
     return BodyFailure("SUSPENDED", message, meta)

@@ -5,12 +5,17 @@ Everything here is deterministic so the text is byte-stable for a given set of t
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from worker import MAX_PROGRAM_BYTES, Limits
 
+from ._json import JSON
+from ._results import ContentBlock
+
 RUN_CODE = "run_code"
+_NO_OUTPUT = "(run_code completed with no output)"
 
 RUN_CODE_INPUT_SCHEMA: Mapping[str, Any] = {
     "type": "object",
@@ -133,3 +138,17 @@ def _size(n: int) -> str:
     if n % 1024 == 0:
         return f"{n // 1024} KiB"
     return f"{n} bytes"
+
+
+def render_run_code(value: JSON, note: str = "") -> list[ContentBlock]:
+    """The captured output, then the result (a string as is, else JSON indented 2), then
+    ``note`` (a line about the run's session)."""
+    parts: list[str] = []
+    stdout = value.get("stdout", "") if isinstance(value, Mapping) else ""
+    result = value.get("result") if isinstance(value, Mapping) else None
+    if isinstance(stdout, str) and stdout:
+        parts.append(stdout.rstrip("\n"))
+    if result is not None:
+        parts.append(result if isinstance(result, str) else json.dumps(result, indent=2))
+    text = "\n".join(parts) or _NO_OUTPUT
+    return [{"type": "text", "text": f"{text}\n{note}" if note else text}]

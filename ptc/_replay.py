@@ -39,6 +39,9 @@ class Replay:
     answer: ApprovalAnswer
     resumes: int = 1
     """How many times the program has been resumed, this time included."""
+    session_version: int | None = None
+    """The version of its session the run paused from (a run on a session): it commits
+    only if the session is still there."""
 
 
 class RunSuspended(Exception):  # noqa: N818 - an outcome, named for what it carries

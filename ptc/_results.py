@@ -32,6 +32,7 @@ OutcomeCode: TypeAlias = Literal[
     "INVALID_OUTPUT",
     "CODE_RUN_FAILED",
     "SUSPENDED",
+    "SESSION_EXPIRED",
 ]
 """The codes of a call that was allowed and dispatched, by how it ended."""
 ErrorCode: TypeAlias = Literal[DecisionCode, OutcomeCode]

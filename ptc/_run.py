@@ -52,10 +52,12 @@ from ._dispatch_log import DispatchLog
 from ._events import OUTPUT, logger
 from ._json import JSON, thaw
 from ._pipeline import CallSite
+from ._prompt import render_run_code
 from ._replay import CallRecord, Replay
 from ._results import ToolResult
 from ._scheduler import Scheduler, ToolCall
 from ._scopes import Scope, call_site
+from ._session_runs import SessionNote, SessionTurn
 from ._signals import CancelSignal, fuse, on_cancel
 from ._tools import ToolExecution
 
@@ -72,12 +74,14 @@ def failure_message(kind: str, detail: str, output: str) -> str:
 
 
 def fail_run(
-    kind: str, detail: str, output: str = "", meta: dict[str, JSON] | None = None
+    kind: str, detail: str, output: str = "", meta: dict[str, JSON] | None = None, note: str = ""
 ) -> NoReturn:
-    """End ``run_code`` as ``CODE_RUN_FAILED`` of ``kind``; ``meta["failure"]`` says so."""
+    """End ``run_code`` as ``CODE_RUN_FAILED`` of ``kind``; ``meta["failure"]`` says so
+    (``note``: a line about the run's session, after the output)."""
     meta = {} if meta is None else meta
     meta["failure"] = {"kind": kind, "detail": detail}
-    raise BodyFailure("CODE_RUN_FAILED", failure_message(kind, detail, output), meta)
+    message = failure_message(kind, detail, output) + (f"\n{note}" if note else "")
+    raise BodyFailure("CODE_RUN_FAILED", message, meta)
 
 
 class HostOperations(ABC):
@@ -106,6 +110,7 @@ class ProgramRun:
         *,
         started: float,
         host_operations: HostOperations | None = None,
+        session: SessionTurn | None = None,
     ) -> None:
         self.execution = execution
         self.scope = scope
@@ -126,6 +131,8 @@ class ProgramRun:
         self._calls = DetachedGroup(f"ptc-run-calls:{execution.call_id}")
         self._in_flight: dict[str, str] = {}
         self._host_operations = host_operations or _NoHostOperations()
+        self.session = session
+        self.session_note: SessionNote | None = None
 
     def abort(self, reason: str) -> None:
         """Kill the worker; the run ends as ``abort`` (the runtime is closing)."""
@@ -160,7 +167,19 @@ class ProgramRun:
         await self._end_calls(cancelled=False)
         if relay is not None:
             await relay.aclose()  # every chunk is delivered before run_code returns
+        if self.session is not None:
+            self.session_note = await self.session.finish(outcome, self._stopped())
         return self._result(outcome)
+
+    def _stopped(self) -> str:
+        """Why this run's state must not be saved, whatever its worker saved ("": none)."""
+        if self.record.diverged:
+            return "the resumed run diverged from its record"
+        if self.halt.cancelled:
+            return "the run is suspended, awaiting an approval"
+        if self.caller.cancelled:
+            return "the run was aborted"
+        return ""
 
     async def _end_calls(self, *, cancelled: bool) -> None:
         """End the run's nested calls once the worker is done: the group takes no more
@@ -319,24 +338,31 @@ class ProgramRun:
             "stats": thaw(stats.as_json()),
             "output": {"total_bytes": output.total_bytes, "truncated": output.truncated},
         }
+        note = self.session_note
+        line = ""
+        if note is not None:
+            meta["session"] = note.meta
+            line = note.line
         if self.record.diverged:
-            return fail_run("replay-diverged", self.record.diverged, output.text, meta)
+            return fail_run("replay-diverged", self.record.diverged, output.text, meta, line)
         suspended = self.record.suspension(output.text, meta)
         if suspended is not None:
             raise suspended
         if self.caller.cancelled:
             message = f"tool call aborted\nCaptured output:\n{output.text}"
-            raise BodyFailure("ABORTED", message, meta)
+            raise BodyFailure("ABORTED", message + (f"\n{line}" if line else ""), meta)
         if outcome.ok:
             missed = self.record.missed_pending()
             if missed:
-                return fail_run("replay-diverged", missed, output.text, meta)
-            return BodyResult(value={"result": outcome.value, "stdout": output.text}, meta=meta)
+                return fail_run("replay-diverged", missed, output.text, meta, line)
+            value = {"result": outcome.value, "stdout": output.text}
+            content = render_run_code(value, line) if line else None
+            return BodyResult(value=value, meta=meta, content=content)
         kind = outcome.kind or "worker-exit"
         detail = outcome.detail
         if kind == "abort" and self._abort_reason:
             detail = self._abort_reason
-        return fail_run(kind, detail, output.text, meta)
+        return fail_run(kind, detail, output.text, meta, line)
 
 
 class _RunCalls:

@@ -37,6 +37,8 @@ from ._lifetime import CloseHook, Lifetime
 from ._presentation import check_code_options
 from ._scope_tree import ScopeTree
 from ._scopes import ChangeListener, Scope, lineage
+from ._session_runs import SessionKeepers
+from ._session_store import MemorySessionStore, SessionStore
 from ._suspensions import SuspensionStore
 from ._tools import ToolDefinition
 
@@ -52,7 +54,9 @@ class ToolRuntime:
     ``backend`` is the worker backend code mode runs programs with (default: a
     :class:`worker.SubprocessBackend` with ``containment``, started on first use);
     ``suspensions`` keeps runs suspended on a deferred approval (default: in memory; use
-    :class:`ptc.FileSuspensionStore` to resume them after a restart).
+    :class:`ptc.FileSuspensionStore` to resume them after a restart); ``sessions`` keeps
+    the state of sessions (``scope.session()``; default: a :class:`ptc.MemorySessionStore`;
+    :class:`ptc.FileSessionStore` keeps them across restarts).
     """
 
     def __init__(
@@ -66,6 +70,7 @@ class ToolRuntime:
         max_parallel_calls: int = 10,
         backend: WorkerBackend | None = None,
         suspensions: SuspensionStore | None = None,
+        sessions: SessionStore | None = None,
     ) -> None:
         if default_mode not in MODES:
             raise ConfigurationError(f"default_mode must be one of {MODES}, got {default_mode!r}")
@@ -81,6 +86,8 @@ class ToolRuntime:
             raise UsageError("backend must be a worker.WorkerBackend")
         if suspensions is not None and not isinstance(suspensions, SuspensionStore):
             raise UsageError("suspensions must be a ptc.SuspensionStore")
+        if sessions is not None and not isinstance(sessions, SessionStore):
+            raise UsageError("sessions must be a ptc.SessionStore")
         check_code_options(profile, limits)
         self._lifetime = Lifetime()
         self._tree = ScopeTree[Scope](
@@ -91,6 +98,7 @@ class ToolRuntime:
             max_parallel_calls=max_parallel_calls,
             changed=self._changed,
             lifetime=self._lifetime,
+            sessions=SessionKeepers(sessions if sessions is not None else MemorySessionStore()),
         )
         self._containment = containment if containment is not None else Containment()
         self._suspensions = suspensions if suspensions is not None else SuspensionStore()
@@ -133,6 +141,11 @@ class ToolRuntime:
     def suspensions(self) -> SuspensionStore:
         """Where suspended runs are kept until they are resumed."""
         return self._suspensions
+
+    @property
+    def sessions(self) -> SessionStore:
+        """Where the sessions' state is kept."""
+        return self._tree.sessions.store
 
     @property
     def max_parallel_calls(self) -> int:

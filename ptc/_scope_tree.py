@@ -1,5 +1,6 @@
 """What the scopes of one runtime share: the settings, the listener registry, the change
-counter (and the batching of ``tools/change``), and the hooks code mode gives them.
+counter (and the batching of ``tools/change``), the sessions, and the hooks code mode gives
+them.
 
 Created by the runtime and read by every :class:`~ptc._scopes.Scope`; it knows scopes only
 as the type parameter ``S`` (the runtime's is ``ScopeTree[Scope]``), so this module sits
@@ -20,6 +21,7 @@ from ._json import JSON
 from ._layers import Mode
 from ._lifetime import Lifetime
 from ._results import ToolResult
+from ._session_runs import SessionKeepers
 from ._suspensions import Suspension
 from ._tools import ToolDefinition
 
@@ -87,6 +89,7 @@ class ScopeTree(Generic[S]):
         max_parallel_calls: int,
         changed: Callable[[S], None],
         lifetime: Lifetime,
+        sessions: SessionKeepers,
     ) -> None:
         self.default_mode = default_mode
         self.approver = approver
@@ -97,6 +100,7 @@ class ScopeTree(Generic[S]):
         self.version = 0
         self.code_mode: CodeModeHooks[S] | None = None
         self.lifetime = lifetime
+        self.sessions = sessions
         self._changed = changed
         self._held = 0
         self._pending: list[S] = []

@@ -54,6 +54,7 @@ from ._results import ToolResult
 from ._scheduler import Scheduler, ToolCall
 from ._scope_code import ScopeCodeMode
 from ._scope_tree import ScopeTree
+from ._session import DEFAULT_TTL, Session, open_session
 from ._signals import CancelSignal
 from ._tools import RESERVED_NAME, ToolDefinition
 
@@ -400,6 +401,25 @@ class Scope(ScopeCodeMode):
         if description:
             arguments["description"] = description
         return await self.call(RESERVED_NAME, arguments, call_id=call_id, signal=signal)
+
+    def session(
+        self,
+        id: str | None = None,
+        *,
+        ttl_seconds: float = DEFAULT_TTL,
+        create: bool = False,
+    ) -> Session:
+        """A new :class:`ptc.Session` (``run_code`` keeping globals and files between runs),
+        or ``id`` of this scope reopened (``create=True``: started if gone); ``open_session``."""
+        return open_session(
+            self,
+            self._tree.sessions,
+            site=lambda: self._resolved()[1],
+            listeners=self._tree.listeners,
+            id=id,
+            ttl_seconds=ttl_seconds,
+            create=create,
+        )
 
 
 def call_site(scope: Scope) -> CallSite:

@@ -23,7 +23,7 @@ from typing import Final
 from ._errors import SuspensionError, UsageError
 from ._suspensions import DEFAULT_TTL_SECONDS, Suspension, SuspensionStore
 
-__all__ = ("FileSuspensionStore",)
+__all__ = ("FileSuspensionStore", "load_or_create_key", "write_atomically")
 
 _FORMAT: Final = "ptc-suspension"
 _VERSION: Final = 1
@@ -52,7 +52,7 @@ class FileSuspensionStore(SuspensionStore):
         self.path.mkdir(parents=True, exist_ok=True)
         if secret is not None and (not isinstance(secret, bytes) or len(secret) < 16):
             raise UsageError("secret must be at least 16 bytes")
-        self._key = secret if secret is not None else _load_or_create_key(self.path)
+        self._key = secret if secret is not None else load_or_create_key(self.path, _KEY_FILE)
 
     def _file(self, token: str, suffix: str = ".json") -> Path:
         digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
@@ -67,7 +67,7 @@ class FileSuspensionStore(SuspensionStore):
             "record": record,
             "mac": hmac.new(self._key, body, hashlib.sha256).hexdigest(),
         }
-        _write_atomically(self._file(suspension.token), json.dumps(envelope).encode())
+        write_atomically(self._file(suspension.token), json.dumps(envelope).encode())
 
     def _peek(self, token: str) -> Suspension | None:
         file = self._file(token)
@@ -114,7 +114,7 @@ class FileSuspensionStore(SuspensionStore):
         return self._file(token, ".used").exists()
 
     def _mark_used(self, token: str) -> None:
-        _write_atomically(self._file(token, ".used"), b"")
+        write_atomically(self._file(token, ".used"), b"")
 
     def _call_file(self, scope_path: str, call_id: str) -> Path:
         key = f"{scope_path}\0{call_id}".encode("utf-8", "surrogatepass")
@@ -123,7 +123,7 @@ class FileSuspensionStore(SuspensionStore):
     def _index(self, suspension: Suspension) -> None:
         # Only a token: whatever it points at is read and verified like any record.
         token = suspension.token.encode("utf-8", "surrogatepass")
-        _write_atomically(self._call_file(suspension.scope_path, suspension.call_id), token)
+        write_atomically(self._call_file(suspension.scope_path, suspension.call_id), token)
 
     def _unindex(self, suspension: Suspension) -> None:
         file = self._call_file(suspension.scope_path, suspension.call_id)
@@ -147,11 +147,13 @@ def _canonical(record: object) -> bytes:
     ).encode("ascii")
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, *parts: bytes) -> None:
+    """``path`` holds ``parts`` joined, or is unchanged: written beside it, synced, renamed."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            for part in parts:
+                fh.write(part)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -161,8 +163,9 @@ def _write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
-def _load_or_create_key(directory: Path) -> bytes:
-    file = directory / _KEY_FILE
+def load_or_create_key(directory: Path, name: str) -> bytes:
+    """The HMAC key in ``directory/name``, created (random, mode 0600) the first time."""
+    file = directory / name
     try:
         key = file.read_bytes()
     except FileNotFoundError:
@@ -175,5 +178,5 @@ def _load_or_create_key(directory: Path) -> bytes:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(key)
     if len(key) < 16:
-        raise SuspensionError(f"the suspension key {file} is too short; delete it to renew")
+        raise SuspensionError(f"the key {file} is too short; delete it to renew")
     return key

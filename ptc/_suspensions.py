@@ -94,6 +94,9 @@ class Suspension:
     resumes: int = 0
     """How many times this call's program was resumed before this pause (0: its first
     pause). A framework that re-runs a tool on resume replays its earlier answers by it."""
+    session: JSON = None
+    """``{"id", "version"}`` of the session the run paused on (``None``: no session): it
+    resumes on that session, and commits only if the session is still at that version."""
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -123,6 +126,7 @@ class Suspension:
             output=obj.get("output", ""),
             meta=obj.get("meta"),
             resumes=obj.get("resumes", 0),
+            session=obj.get("session"),
         )
 
 
@@ -163,6 +167,13 @@ _SUSPENSION_LATER_FIELDS: dict[str, Any] = {
     "output": _is_str,
     "meta": lambda v: v is None or type(v) is dict,
     "resumes": lambda v: type(v) is int and v >= 0,
+    "session": lambda v: v is None
+    or (
+        type(v) is dict
+        and set(v) == {"id", "version"}
+        and type(v["id"]) is str
+        and type(v["version"]) is int
+    ),
 }
 _CALL_FIELDS: dict[str, Any] = {
     "n": _is_int,

@@ -25,6 +25,7 @@ from ._timing import set_timing_hook as set_timing_hook
 from ._timing import timing_mark as timing_mark
 from ._types import DIMENSIONS as DIMENSIONS
 from ._types import FAILURE_KINDS as FAILURE_KINDS
+from ._types import SESSION_SAVED_KINDS as SESSION_SAVED_KINDS
 from ._types import CallReply as CallReply
 from ._types import CallRequest as CallRequest
 from ._types import Containment as Containment
@@ -37,6 +38,7 @@ from ._types import Profile as Profile
 from ._types import RunOutcome as RunOutcome
 from ._types import RunRequest as RunRequest
 from ._types import RunStats as RunStats
+from ._types import SessionSave as SessionSave
 
 __all__ = (
     "DIMENSIONS",
@@ -44,6 +46,7 @@ __all__ = (
     "HOST_OPERATIONS",
     "HOST_OPERATION_MARK",
     "MAX_PROGRAM_BYTES",
+    "SESSION_SAVED_KINDS",
     "CallBatch",
     "CallHandler",
     "CallReply",
@@ -62,6 +65,7 @@ __all__ = (
     "RunOutcome",
     "RunRequest",
     "RunStats",
+    "SessionSave",
     "StdoutListener",
     "SubprocessBackend",
     "TimingHook",

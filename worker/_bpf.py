@@ -25,6 +25,7 @@ from dataclasses import dataclass
 # linux/filter.h, linux/seccomp.h
 LD_W_ABS = 0x20
 JEQ_K = 0x15
+JSET_K = 0x45
 RET_K = 0x06
 RET_ALLOW = 0x7FFF0000
 RET_ERRNO = 0x00050000
@@ -108,8 +109,9 @@ PLACEHOLDER_PID = 0x7FFFFFFE
 """The pid the template is built for; a child patches its own in (:func:`pid_offsets`)."""
 
 
-class _Assembler:
-    """Instructions with symbolic jump targets, resolved to the 8-bit offsets BPF takes."""
+class Assembler:
+    """Instructions with symbolic jump targets, resolved to the 8-bit offsets BPF takes
+    (forward only; the write gate's filter, ``_gate_filter``, is written with it too)."""
 
     def __init__(self) -> None:
         self._code: list[tuple[int, int | str, int | str, int]] = []
@@ -142,7 +144,7 @@ def self_filter(own_pid: int, *, arch: int, rules: tuple[tuple[int, SelfRule], .
     whatever the number of rules."""
     if not 0 < own_pid <= 0x7FFFFFFF:
         raise ValueError(f"not a pid: {own_pid}")
-    asm = _Assembler()
+    asm = Assembler()
     asm.emit(LD_W_ABS, ARCH_OFFSET)
     asm.emit(JEQ_K, arch, jf="allow")
     for i, (number, rule) in enumerate(rules):

@@ -166,7 +166,12 @@ def encode(frame: Frame) -> bytes:
     """Serialise one frame: length prefix + compact JSON (ASCII-escaped, so never a
     surrogate encoding error). NaN/Infinity or a non-JSON value raise ``ValueError`` /
     ``TypeError``; a body over the cap raises :class:`ProtocolError`."""
-    body = _FRAME_ENCODER.encode(frame).encode("ascii")
+    return prefixed(_FRAME_ENCODER.encode(frame).encode("ascii"))
+
+
+def prefixed(body: bytes) -> bytes:
+    """A frame of ``body`` (a frame's JSON text, ASCII): its length prefix, then it;
+    :class:`ProtocolError` over the cap."""
     if len(body) > MAX_FRAME_BYTES:
         raise ProtocolError(f"frame of {len(body)} bytes exceeds the {MAX_FRAME_BYTES} cap")
     return _HEADER.pack(len(body)) + body

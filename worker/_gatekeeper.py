@@ -64,10 +64,10 @@ class Quota:
         try:
             if self.watch in ready:
                 reason = self.watch.check(recount=self.gate is None)
-            if self.gate is not None and self.gate in ready:
-                reason = self.gate.answer(self.watch) or reason
-        except OSError as exc:  # never a child left to write on unwatched
-            return f"its scratch quota failed: {exc}"
+            if self.gate is not None and self.gate in ready and not reason:
+                reason = self.gate.answer(self.watch)
+        except Exception as exc:  # never a child left to write on unwatched
+            return f"its scratch quota failed: {exc!r}"
         return reason
 
     def close(self) -> None:

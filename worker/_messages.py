@@ -7,8 +7,9 @@ Every frame is a JSON object with a string ``"type"``; :data:`SCHEMAS` maps the 
 :class:`ProtocolError`, so both sides treat the other's frames as hostile until
 :func:`validate_frame` accepted them.
 
-Child -> host: ``ready applied call stdout log done``; host -> child: ``limits sdk start
-result``. Frame
+Child -> host: ``ready applied call stdout log state saved done``; host -> child: ``limits
+sdk start state result``. ``state`` frames carry a session's state as base64 chunks
+(``_state``). Frame
 *order* (ready first, nothing after done, increasing call ids) is the host's run loop's
 job (``_runloop``); this module checks each frame alone.
 
@@ -28,6 +29,7 @@ from typing import Literal, TypeAlias
 
 from ._errors import ProtocolError
 from ._framing import Frame
+from ._state import STATE_CHUNK_CHARS
 from ._types import DIMENSIONS, Limits
 
 MAX_CALL_ARGUMENTS_BYTES = 4 * 1024 * 1024
@@ -39,6 +41,12 @@ MAX_LOG_NAME_CHARS = 256
 """Longest logger or level name in a ``log`` record."""
 MAX_DONE_DETAIL_CHARS = 32 * 1024
 """Longest failure detail in ``done`` (the child caps its own at half of this)."""
+MAX_SAVED_NAMES = 10_000
+"""Most names (carried or dropped) one ``saved`` frame lists."""
+MAX_SAVED_NAME_CHARS = 1024
+"""Longest name in ``saved`` (a global's, or ``file <path>``)."""
+MAX_SAVED_TEXT_CHARS = 4096
+"""Longest reason or problem in ``saved``."""
 
 CHILD_FAILURE_KINDS = frozenset(
     ("exception", "policy", "invalid-result", "memory-limit", "syntax")
@@ -111,6 +119,23 @@ def _text(max_chars: int) -> Check:
     return check
 
 
+def _natural(value: object) -> None:
+    _INT(value)
+    assert isinstance(value, int)
+    if value < 0:
+        raise _Mismatch("must be at least 0")
+
+
+def _optional(check: Check) -> Check:
+    """``null`` or a value passing ``check``."""
+
+    def optional(value: object) -> None:
+        if value is not None:
+            check(value)
+
+    return optional
+
+
 def _positive_int(value: object) -> None:
     _INT(value)
     assert isinstance(value, int)
@@ -140,12 +165,14 @@ def _record(spec: Mapping[str, Check]) -> Check:
     return check
 
 
-def _list_of(item: Check, *, min_items: int = 0) -> Check:
+def _list_of(item: Check, *, min_items: int = 0, max_items: int | None = None) -> Check:
     def check(value: object) -> None:
         _LIST(value)
         assert isinstance(value, list)
         if len(value) < min_items:
             raise _Mismatch(f"needs at least {min_items} item(s)")
+        if max_items is not None and len(value) > max_items:
+            raise _Mismatch(f"has more than {max_items} items")
         for i, element in enumerate(value):
             try:
                 item(element)
@@ -260,6 +287,18 @@ _LOG_RECORD = _record(
     }
 )
 
+_SAVED_NAME = _text(MAX_SAVED_NAME_CHARS)
+_SAVED = {
+    "bytes": _natural,
+    "names": _list_of(_SAVED_NAME, max_items=MAX_SAVED_NAMES),
+    "dropped": _list_of(
+        _record({"name": _SAVED_NAME, "reason": _text(MAX_SAVED_TEXT_CHARS)}),
+        max_items=MAX_SAVED_NAMES,
+    ),
+    "problem": _text(MAX_SAVED_TEXT_CHARS),
+}
+_STATE = FrameSchema({"data": _text(STATE_CHUNK_CHARS)})
+
 SCHEMAS: Mapping[Sender, Mapping[str, FrameSchema]] = {
     "child": {
         "ready": FrameSchema({"pid": _INT, "enforcement": _map_of(DIMENSIONS, _ENFORCEMENT)}),
@@ -268,6 +307,8 @@ SCHEMAS: Mapping[Sender, Mapping[str, FrameSchema]] = {
         "call": FrameSchema({"calls": _list_of(_call_entry, min_items=1)}),
         "stdout": FrameSchema({"data": _STR}),
         "log": FrameSchema({"record": _LOG_RECORD}),
+        "state": _STATE,
+        "saved": FrameSchema(_SAVED),
         "done": FrameSchema(
             {"value": _any},
             failed={"kind": _one_of(*CHILD_FAILURE_KINDS), "detail": _text(MAX_DONE_DETAIL_CHARS)},
@@ -286,8 +327,10 @@ SCHEMAS: Mapping[Sender, Mapping[str, FrameSchema]] = {
                 "sdk_module": _STR,
                 "profile": _one_of("python", "restricted"),
                 "limits": _limits,
+                "session": _optional(_record({"bytes": _natural})),
             }
         ),
+        "state": _STATE,
         "result": FrameSchema(
             {"id": _INT, "value": _any},
             failed={"id": _INT, "code": _STR, "message": _STR},

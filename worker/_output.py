@@ -3,9 +3,14 @@
 Both backends feed every ``stdout`` chunk here. The model sees at most about
 ``output_bytes`` (half from the start, half from the end, joined by a marker line saying
 how much was left out); a stream past ``stream_bytes`` means the run must be killed.
+A program's ``log`` records are re-emitted on the host by :func:`emit_log`.
 """
 
 from __future__ import annotations
+
+import logging
+import time
+from typing import Any
 
 from ._types import Output
 
@@ -86,3 +91,17 @@ def _cut_tail(data: bytes) -> bytes:
     while i < len(data) and i < 3 and _is_continuation(data[i]):
         i += 1
     return data[i:]
+
+
+def emit_log(record: dict[str, Any]) -> None:
+    """Re-emit a child's (checked) ``log`` record under ``ptc.worker.<its name>``."""
+    name = f"ptc.worker.{record['name']}"
+    # A logger the host configured gets the record; other names go to ``ptc.worker`` itself,
+    # so a program cannot make the host create (and keep forever) one logger per name.
+    logger = logging.Logger.manager.loggerDict.get(name)
+    if not isinstance(logger, logging.Logger):
+        logger = logging.getLogger("ptc.worker")
+    created = record["created"]
+    if not 0 <= created <= time.time() + 86_400:
+        created = time.time()  # a forged timestamp must not break a handler's formatter
+    logger.handle(logging.makeLogRecord({**record, "name": name, "created": created}))

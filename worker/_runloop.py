@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import os
 import signal
 import time
@@ -30,9 +29,11 @@ from ._confine import EXIT_CPU_LIMIT
 from ._errors import ProtocolError, WorkerError
 from ._framing import Frame, encode, json_problem, json_size, scrub_surrogates, scrub_text
 from ._messages import MAX_CALL_ARGUMENTS_BYTES
-from ._output import OutputCapture
+from ._output import OutputCapture, emit_log
+from ._state import SavedState, state_frames
 from ._timing import timing_mark
 from ._types import (
+    MIB,
     CallReply,
     CallRequest,
     Dimension,
@@ -84,6 +85,10 @@ class RunLoop:
         self.cpu_ms = 0.0
         """The child's CPU time when its exit report is not awaited (a finished run)."""
         self.handler_error: BaseException | None = None
+        # A run on a session: the state the child saves (opaque bytes, never parsed).
+        self.state: SavedState | None = None
+        if request.session is not None:
+            self.state = SavedState(request.limits.session_mib * MIB)
         self._send_lock = anyio.Lock()
         self._scope: anyio.CancelScope | None = None
         self._aborted = False
@@ -107,13 +112,15 @@ class RunLoop:
         """The run's outcome with output, enforcement and stats; re-raises a handler's error."""
         if self.handler_error is not None:
             raise self.handler_error
-        if outcome is None:
+        if outcome is None:  # the done frame's, with the state saved before it
             done = self.done or {}
+            saved = self.state.saved if self.state is not None else None
             if done.get("ok") is True:
-                outcome = RunOutcome(ok=True, value=done.get("value"))
+                outcome = RunOutcome(ok=True, value=done.get("value"), session=saved)
             else:
                 kind = done.get("kind", "worker-exit")
-                outcome = RunOutcome(ok=False, kind=kind, detail=done.get("detail", ""))
+                detail = done.get("detail", "")
+                outcome = RunOutcome(ok=False, kind=kind, detail=detail, session=saved)
         return dataclasses.replace(
             outcome,
             output=self.capture.output(),
@@ -149,6 +156,7 @@ class RunLoop:
 
         A child whose pool pre-loaded this SDK module gets ``start`` without it."""
         module = self.request.sdk_module
+        session = self.request.session
         preloaded = child.sdk_module == module
         if not preloaded:
             timing_mark("sdk-inline")
@@ -158,6 +166,7 @@ class RunLoop:
             "profile": self.request.profile,
             "sdk_module": "" if preloaded else module,
             "limits": dataclasses.asdict(self.request.limits),
+            "session": None if session is None else {"bytes": len(session)},
         }
         kill: Kill | None = None
         async with anyio.create_task_group() as tg:
@@ -170,6 +179,8 @@ class RunLoop:
                 except ProtocolError as exc:  # program and SDK together over the frame cap
                     kill = ("preflight", f"the program and its SDK cannot be sent: {exc.detail}")
                 else:
+                    if session:  # the state follows start, before the child runs anything
+                        data = b"".join((data, *state_frames(session)))
                     try:
                         # Written at once when the socket takes it (a program and a
                         # pre-loaded SDK's start frame usually does): no event-loop round.
@@ -267,7 +278,11 @@ class RunLoop:
             self.log_bytes += len(record["msg"].encode("utf-8"))
             if not self._within_stream():
                 return ("output-limit", self._stream_detail())
-            _emit_log(record)
+            emit_log(record)
+        elif kind == "state" or kind == "saved":
+            problem = self.state.take(frame) if self.state else "in a run without a session"
+            if problem is not None:
+                return ("protocol", f"{kind}: {problem}")
         elif kind == "done":
             timing_mark("done")
             problem = self._done_problem(frame)
@@ -447,15 +462,3 @@ def _arguments_problem(arguments: dict[str, Any], frame_bytes: int) -> str | Non
         return f"arguments of {size} bytes as JSON, over the cap of {MAX_CALL_ARGUMENTS_BYTES}"
     return None
 
-
-def _emit_log(record: dict[str, Any]) -> None:
-    name = f"ptc.worker.{record['name']}"
-    # A logger the host configured gets the record; other names go to ``ptc.worker`` itself,
-    # so a program cannot make the host create (and keep forever) one logger per name.
-    logger = logging.Logger.manager.loggerDict.get(name)
-    if not isinstance(logger, logging.Logger):
-        logger = logging.getLogger("ptc.worker")
-    created = record["created"]
-    if not 0 <= created <= time.time() + 86_400:
-        created = time.time()  # a forged timestamp must not break a handler's formatter
-    logger.handle(logging.makeLogRecord({**record, "name": name, "created": created}))

@@ -2,24 +2,33 @@
 
 The child writes to a plain directory on the host's disk. The keeper watches it with
 inotify (every subdirectory too) and keeps the total of what the child's files take; the
-child's own RLIMIT_FSIZE keeps any one file within the quota from the start. Once the total
-passes ``Limits.scratch_mib``, the keeper lowers the child's RLIMIT_FSIZE (soft and hard,
-so it cannot be raised again) to 0: every write that would make a file longer fails with
-EFBIG, an ``OSError`` in the program, as ENOSPC is on a full tmpfs. Past the entry cap (as
-many names as the tmpfs has inodes) the keeper kills the child, since creating empty files
-or directories needs no bytes.
+child's own RLIMIT_FSIZE keeps any one file within the quota from the start. With the write
+gate (``_scratch_gate``) every call that could make that total grow waits for the keeper,
+which charges it here first: the total is then an upper bound at every moment. Without the
+gate, once the total passes ``Limits.scratch_mib``, the keeper lowers the child's
+RLIMIT_FSIZE (soft and hard, so it cannot be raised again) to 0: every write that would
+make a file longer fails with EFBIG, an ``OSError`` in the program, as ENOSPC is on a full
+tmpfs. Past the entry cap (as many names as the tmpfs has inodes) the keeper kills the
+child, since creating empty files or directories needs no bytes.
 
-What a file takes is ``max(size, allocated blocks)``. Files the child unlinked while it
-still has them open (or mapped), and ``O_TMPFILE`` files that never had a name, still take
-space and can still grow: inotify reports their writes under an old name (or ``#inode``),
-so on every batch of events the keeper also reads the child's open files from
-``/proc/<child>/fd`` (and ``/proc/<child>/maps`` for what is only mapped).
+What counts is every file by inode (``(st_dev, st_ino)``), whatever still reaches it: a
+name in the scratch dir, an open fd, a mapping. A file takes ``max(length, allocated
+blocks)`` (blocks include a directory's, a symlink's target, extended attributes' own
+block), plus what ``fallocate(FALLOC_FL_KEEP_SIZE)`` put past its end. Files the child
+unlinked while it still has them open or mapped, and ``O_TMPFILE`` files that never had a
+name, still count: the keeper reads the child's open files from ``/proc/<child>/fd`` (a
+file belongs to the scratch dir by its mount, ``_scratch_proc``) and keeps a file without a
+name counted while ``/proc/<child>/maps`` shows it mapped.
 
-How strict: the kernel refuses nothing by itself until the keeper acts, so a burst of
-writes that lands between one event and the keeper's reaction passes the quota by what it
-wrote meanwhile (measured: docs/security.md). After that, files cannot grow at all for the
-rest of the run, even after deletions (the hard limit cannot be raised without
-CAP_SYS_RESOURCE). Standard library only: the keeper runs it in the zygote's fork.
+A charge comes down only at a *settled* moment: a full recount while the child waits on a
+gated call (every approved call has completed), or without a gate at any recount. When the
+keeper cannot read what it needs (``_scratch_proc.Blind``), it refuses all growth and says
+the child must be killed: it never guesses low.
+
+How strict without the gate: the kernel refuses nothing by itself until the keeper acts, so
+a burst of writes that lands between one event and the keeper's reaction passes the quota
+by what it wrote meanwhile (measured: docs/security.md). Standard library only: the keeper
+runs it in the zygote's fork.
 """
 
 from __future__ import annotations
@@ -32,8 +41,11 @@ import resource
 import stat
 import struct
 
+from ._scratch_proc import Blind, Key, ScratchMount, mapped, open_files, taken
+
 _libc = ctypes.CDLL(None, use_errno=True)
 _IN_MODIFY = 0x00000002
+_IN_ATTRIB = 0x00000004
 _IN_CLOSE_WRITE = 0x00000008
 _IN_MOVED_FROM = 0x00000040
 _IN_MOVED_TO = 0x00000080
@@ -43,36 +55,33 @@ _IN_Q_OVERFLOW = 0x00004000
 _IN_IGNORED = 0x00008000
 _IN_ONLYDIR = 0x01000000
 _IN_DONT_FOLLOW = 0x02000000
-_IN_EXCL_UNLINK = 0x04000000
-_IN_ISDIR = 0x40000000
-_WATCHED = _IN_MODIFY | _IN_CLOSE_WRITE | _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE
+_WATCHED = (
+    _IN_MODIFY
+    | _IN_ATTRIB
+    | _IN_CLOSE_WRITE
+    | _IN_MOVED_FROM
+    | _IN_MOVED_TO
+    | _IN_CREATE
+    | _IN_DELETE
+)
 _EVENT = struct.Struct("iIII")
+_GONE = (errno.ENOENT, errno.ENOTDIR)
 MAX_ENTRIES = 65536
 """Names (files, directories, links) the scratch dir may hold: the scratch tmpfs's inodes."""
-
-
-def _taken(st: os.stat_result) -> int:
-    """Bytes a file takes: its length (a sparse file counts whole: it can be filled without
-    a size change) or its allocated blocks, whichever is larger."""
-    if stat.S_ISREG(st.st_mode):
-        return max(st.st_size, int(st.st_blocks) * 512)
-    return int(st.st_blocks) * 512
-
-
-def _writable(fdinfo: str) -> bool:
-    """Whether the fd whose ``/proc/<pid>/fdinfo`` entry this is was opened for writing."""
-    with open(fdinfo, encoding="ascii") as fh:
-        for line in fh:
-            if line.startswith("flags:"):
-                return int(line.split()[1], 8) & os.O_ACCMODE != os.O_RDONLY
-    return False
+SLACK_BYTES = 256 * 1024
+"""With the gate: how far the count may pass the quota through growth no call asked for
+(a filesystem's own metadata, e.g. extent blocks of a sparse file filled through a
+mapping) before the keeper ends the run."""
 
 
 class ScratchQuota:
     """Watches one scratch dir for one child; :meth:`check` after its fd is readable.
 
-    Raises ``OSError`` when inotify cannot be set up (e.g. the user's inotify instances
-    are used up); the keeper then reports the quota as not applied.
+    ``refuse_growth``: refuse growth after the fact (RLIMIT_FSIZE 0) once past the quota;
+    ``False`` with the write gate, which charges each call before it runs. Raises
+    ``OSError`` when inotify cannot be set up (e.g. the user's inotify instances are used
+    up) or the scratch dir's mount cannot be read; the keeper then reports the quota as not
+    applied.
     """
 
     def __init__(
@@ -82,7 +91,11 @@ class ScratchQuota:
         self._child = child_pid
         self._limit = limit_bytes
         self._refuse_growth = refuse_growth
-        self._dev = os.stat(path).st_dev
+        self.mount = ScratchMount(path)
+        """The mount the scratch dir belongs to: a file opened through it is a scratch file."""
+        root = os.lstat(path)
+        self._root_key: Key = (root.st_dev, root.st_ino)
+        self._root_base = taken(root)  # the dir's own first block is not the program's
         fd: int = _libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
         if fd < 0:
             err = ctypes.get_errno()
@@ -90,16 +103,32 @@ class ScratchQuota:
         self._fd = fd
         self._dirs: dict[int, str] = {}  # watch descriptor -> directory
         self._folders: set[str] = set()  # every directory path under the root
-        self._names: dict[str, int] = {}  # path -> inode, every name under the root
-        self._links: dict[int, int] = {}  # inode -> how many of those names it has
-        self._taken: dict[int, int] = {}  # inode -> bytes, for inodes named or still held
-        self._unnamed: set[int] = set()  # inodes without a name, kept while held open
+        self._names: dict[str, Key] = {}  # path -> file, every name under the root
+        self._links: dict[Key, int] = {}  # file -> how many of those names it has
+        self._taken: dict[Key, int] = {}  # file -> bytes charged, named or still held
+        self._reserved: dict[Key, int] = {}  # file -> bytes allocated past its end
+        self._unnamed: set[Key] = set()  # files without a name, kept while held or mapped
         self.refused = False
         """Whether the keeper has refused further growth (RLIMIT_FSIZE 0)."""
+        self.blind = ""
+        """Why the keeper could not see what it needs ("" while it can)."""
+        self.names_only = ""
+        """Why the count sees names only ("" when it sees the child's open and mapped
+        files too): a child without Landlock is not made dumpable, so its /proc is closed
+        to its keeper from the start; only without the gate, whose quota is after the fact
+        anyway."""
         self.total = 0
         try:
-            self._watch_tree(path)
-            self._recount()
+            self._watch_tree(path, settled=True)
+            try:
+                self._recount()
+            except Blind as exc:
+                if not refuse_growth:
+                    raise
+                self.names_only = str(exc)
+        except Blind as exc:
+            self.close()
+            raise OSError(errno.EACCES, str(exc)) from exc
         except BaseException:
             self.close()
             raise
@@ -113,34 +142,44 @@ class ScratchQuota:
         return self._limit
 
     @property
-    def dev(self) -> int:
-        """The device of the scratch dir's filesystem (files elsewhere do not count)."""
-        return self._dev
-
-    @property
     def entries(self) -> int:
-        return len(self._names)
+        """Names under the scratch dir, and files without one that still count."""
+        return len(self._names) + len(self._unnamed)
 
     def check(self, *, recount: bool = True) -> str:
-        """Read the pending events and recount; refuse growth once over the quota. Returns
-        why the child must be killed ("" while it need not). ``recount=False``: follow the
-        names only (the write gate recounts when it decides)."""
-        for wd, mask, name in self._events():
-            if mask & _IN_Q_OVERFLOW:
-                self._rescan()
-                continue
-            folder = self._dirs.get(wd)
-            if folder is None or mask & _IN_IGNORED:
-                self._dirs.pop(wd, None)
-                continue
-            if name:
-                self._event(os.path.join(folder, name), mask)
-        if recount:
-            self._recount()
-        if self._refuse_growth and self.total > self._limit and not self.refused:
-            self.refused = True
-            resource.prlimit(self._child, resource.RLIMIT_FSIZE, (0, 0))
-        if len(self._names) > MAX_ENTRIES:
+        """Read the pending events and, with ``recount``, recount what the child holds (a
+        settled moment: charges may come down); refuse growth once over the quota (without
+        the gate). Returns why the child must be killed ("" while it need not; once blind,
+        always that)."""
+        if self.blind:
+            return self.blind
+        try:
+            for wd, mask, name in self._events():
+                if mask & _IN_Q_OVERFLOW:
+                    self._rescan(settled=recount)
+                    continue
+                folder = self._dirs.get(wd)
+                if folder is None or mask & _IN_IGNORED:
+                    self._dirs.pop(wd, None)
+                    continue
+                if name:
+                    self._event(folder, name, mask, settled=recount)
+            if recount and self.names_only:
+                self._free(self._unnamed)  # held or not: it cannot tell
+            elif recount:
+                self._recount()
+        except Blind as exc:
+            self.blind = exc.reason
+            self._refuse()
+            return self.blind
+        if self._refuse_growth and self.total > self._limit:
+            self._refuse()
+        if not self._refuse_growth and self.total > self._limit + SLACK_BYTES:
+            return (
+                f"the scratch dir holds {self.total} bytes, past its quota of {self._limit} "
+                "through growth the keeper's write gate did not see"
+            )
+        if self.entries > MAX_ENTRIES:
             return (
                 f"the scratch dir holds more than {MAX_ENTRIES} files and directories "
                 "(the keeper's scratch quota)"
@@ -152,57 +191,130 @@ class ScratchQuota:
             os.close(self._fd)
             self._fd = -1
 
+    # --- the gate's side: charges before a call runs ----------------------------------
+
+    def charged(self, key: Key) -> int:
+        """Bytes the count holds for file ``key`` now (0: not counted)."""
+        return self._taken.get(key, 0)
+
+    def reserved(self, key: Key) -> int:
+        """Bytes approved for ``fallocate(FALLOC_FL_KEEP_SIZE)`` on file ``key``."""
+        return self._reserved.get(key, 0)
+
+    def charge(self, key: Key, after: int, *, reserve: int = 0) -> None:
+        """An approved call may make file ``key`` take up to ``after`` bytes (and allocate
+        ``reserve`` past its end): count that until a settled moment shows what it took."""
+        if reserve:
+            self._reserved[key] = self._reserved.get(key, 0) + reserve
+        if key not in self._links:
+            self._unnamed.add(key)  # its name, if any, comes with a later event
+        self._set_taken(key, after, settled=False)
+
+    def takes(self, key: Key, st: os.stat_result) -> int:
+        """What file ``key`` with status ``st`` can take without another gated call: its
+        length or blocks, and the blocks it may have past its end (a mapping can fill
+        every hole within the length)."""
+        found = taken(st)
+        reserve = self._reserved.get(key, 0)
+        if reserve and stat.S_ISREG(st.st_mode):
+            blocks = int(st.st_blocks) * 512
+            found = max(found, st.st_size + min(reserve, blocks))
+        return found
+
     # --- accounting -------------------------------------------------------------------
 
-    def _event(self, path: str, mask: int) -> None:
+    def _refuse(self) -> None:
+        if not self.refused:
+            self.refused = True
+            with contextlib.suppress(ProcessLookupError):
+                resource.prlimit(self._child, resource.RLIMIT_FSIZE, (0, 0))
+
+    def _event(self, folder: str, name: str, mask: int, *, settled: bool) -> None:
+        path = os.path.join(folder, name)
         if mask & (_IN_DELETE | _IN_MOVED_FROM):
             self._forget(path)
             return
+        created = bool(mask & (_IN_CREATE | _IN_MOVED_TO))
         try:
-            st = os.lstat(path)
-        except OSError:  # gone again, or an unlinked/O_TMPFILE file: the fd scan sees it
+            st = self._lstat(path)
+        except Blind:
+            if created or path not in self._names:
+                raise
+            # A name it knows: every growth since was charged, so what it counts holds
+            # even where the program has locked the directory since.
+            return
+        if st is None:  # gone again, or an unlinked/O_TMPFILE file: the fd scan sees it
             self._forget(path)
             return
-        self._name(path, st)
-        if stat.S_ISDIR(st.st_mode) and mask & (_IN_CREATE | _IN_MOVED_TO):
-            self._watch_tree(path)
+        self._name(path, st, settled=settled)
+        if created:
+            self._restat_folder(folder, settled=settled)  # a new name may grow it a block
+            if stat.S_ISDIR(st.st_mode):
+                self._watch_tree(path, settled=settled)
 
-    def _name(self, path: str, st: os.stat_result) -> None:
-        """``path`` names inode ``st.st_ino`` now."""
+    @staticmethod
+    def _lstat(path: str) -> os.stat_result | None:
+        """``None`` for a name that is gone. Raises :class:`Blind` for one the keeper may
+        not look at (the program took its directory's permissions away)."""
+        try:
+            return os.lstat(path)
+        except OSError as exc:
+            if exc.errno in _GONE:
+                return None
+            raise Blind(f"cannot stat {path}: {exc.strerror}") from exc
+
+    def _restat_folder(self, folder: str, *, settled: bool) -> None:
+        st = self._lstat(folder)
+        if st is None:
+            return
+        if folder == self._root:
+            self._set_taken(self._root_key, max(0, taken(st) - self._root_base), settled)
+        elif folder in self._names:
+            self._name(folder, st, settled=settled)
+
+    def _name(self, path: str, st: os.stat_result, *, settled: bool) -> None:
+        """``path`` names file ``(st.st_dev, st.st_ino)`` now."""
+        key = (st.st_dev, st.st_ino)
         old = self._names.get(path)
-        if old != st.st_ino:
+        if old != key:
             if old is not None:
                 self._forget(path)
-            self._names[path] = st.st_ino
-            self._links[st.st_ino] = self._links.get(st.st_ino, 0) + 1
-            self._unnamed.discard(st.st_ino)
+            self._names[path] = key
+            self._links[key] = self._links.get(key, 0) + 1
+            self._unnamed.discard(key)
             if stat.S_ISDIR(st.st_mode):
                 self._folders.add(path)
-        self._set_taken(st.st_ino, _taken(st))
+        self._set_taken(key, self.takes(key, st), settled)
 
-    def _set_taken(self, ino: int, taken: int) -> None:
-        self.total += taken - self._taken.get(ino, 0)
-        self._taken[ino] = taken
+    def _set_taken(self, key: Key, value: int, settled: bool) -> None:
+        """Count ``value`` bytes for ``key``; between settled moments only ever more (an
+        approved call may still be running)."""
+        old = self._taken.get(key, 0)
+        if not settled:
+            value = max(value, old)
+        self.total += value - old
+        self._taken[key] = value
 
     def _forget(self, path: str) -> None:
-        """``path`` no longer names its inode (a directory: nor anything beneath it)."""
+        """``path`` no longer names its file (a directory: nor anything beneath it)."""
         doomed = [path]
         if path in self._folders:
             prefix = path + os.sep
             doomed += [n for n in self._names if n.startswith(prefix)]
         for name in doomed:
             self._folders.discard(name)
-            ino = self._names.pop(name, None)
-            if ino is None:
+            key = self._names.pop(name, None)
+            if key is None:
                 continue
-            self._links[ino] -= 1
-            if not self._links[ino]:
-                del self._links[ino]
-                self._unnamed.add(ino)  # freed once nothing holds it (_recount)
+            self._links[key] -= 1
+            if not self._links[key]:
+                del self._links[key]
+                self._unnamed.add(key)  # freed once nothing holds it (_recount)
 
-    def _watch_tree(self, top: str) -> None:
+    def _watch_tree(self, top: str, *, settled: bool) -> None:
         """Watch ``top`` and every directory below, then record what is already there
-        (watch first: nothing created meanwhile is missed)."""
+        (watch first: nothing created meanwhile is missed). Raises :class:`Blind` for a
+        directory the keeper may not watch or list."""
         stack = [top]
         while stack:
             folder = stack.pop()
@@ -211,77 +323,70 @@ class ScratchQuota:
             )
             if wd < 0:
                 err = ctypes.get_errno()
-                if err in (errno.ENOENT, errno.ENOTDIR):
+                if err in _GONE:
                     continue  # removed or replaced before we got to it
-                raise OSError(err, f"inotify_add_watch: {os.strerror(err)}")
+                raise Blind(f"cannot watch {folder}: {os.strerror(err)}")
             self._dirs[wd] = folder
-            with contextlib.suppress(OSError), os.scandir(folder) as it:
-                for entry in it:
-                    with contextlib.suppress(OSError):
-                        st = entry.stat(follow_symlinks=False)
-                        self._name(entry.path, st)
-                        if stat.S_ISDIR(st.st_mode):
-                            stack.append(entry.path)
+            try:
+                with os.scandir(folder) as it:
+                    entries = list(it)
+            except OSError as exc:
+                if exc.errno in _GONE:
+                    continue
+                raise Blind(f"cannot list {folder}: {exc.strerror}") from exc
+            for entry in entries:
+                st = self._lstat(entry.path)
+                if st is None:
+                    continue
+                self._name(entry.path, st, settled=settled)
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append(entry.path)
+            self._restat_folder(folder, settled=settled)
 
-    def _rescan(self) -> None:
+    def _rescan(self, *, settled: bool) -> None:
         """The event queue overflowed: start over from the tree itself (what is held open
-        without a name is found again by the next recount)."""
+        without a name is found again by the next recount). Between settled moments the
+        charges stay as they were, at least."""
         for wd in list(self._dirs):
             _libc.inotify_rm_watch(self._fd, wd)
-        for table in (self._dirs, self._names, self._links, self._taken):
-            table.clear()
-        self._folders.clear()
-        self._unnamed.clear()
-        self.total = 0
-        self._watch_tree(self._root)
+        self._dirs.clear()
+        names = list(self._names)
+        for name in names:
+            self._forget(name)
+        self._watch_tree(self._root, settled=settled)
 
     def _recount(self) -> None:
-        """Refresh what the child's open files take, and free the unnamed inodes nothing
-        holds any more (neither an open file nor a mapping of the child)."""
-        held: set[int] = set()
-        for ino, taken in self._open_files().items():
-            held.add(ino)
-            if ino not in self._links:
-                self._unnamed.add(ino)
-            self._set_taken(ino, taken)
-        loose = self._unnamed - held
+        """At a settled moment: what the child's open scratch files take now, and free the
+        files without a name that nothing holds any more (no open fd, no mapping). Raises
+        :class:`Blind` when the child's fds or mappings cannot be read."""
+        held: dict[Key, os.stat_result] = {}
+        for f in open_files(self._child):
+            # Its own files, named once or open for writing: a file it only reads may be
+            # any file of the same mount (the interpreter's, when scratch lies on /).
+            if f.mnt_id == self.mount.mnt_id and (f.key in self._taken or f.writable):
+                held[f.key] = f.st
+        loose = self._unnamed - held.keys()
         if loose:
-            loose -= self._mapped()
-        for ino in loose:
-            self._unnamed.discard(ino)
-            self.total -= self._taken.pop(ino, 0)
+            inodes = mapped(self._child, self.mount)
+            known = {ino for _, ino in self._taken}
+            if any(inside and ino not in known for ino, inside in inodes.items()):
+                # A mapping in the scratch dir of an inode the count does not know by that
+                # number: whatever it is, no file without a name is safe to free.
+                loose = set()
+            loose = {key for key in loose if key[1] not in inodes}
+        for key, st in held.items():
+            if key not in self._links:
+                self._unnamed.add(key)
+            self._set_taken(key, self.takes(key, st), settled=True)
+            if not st.st_blocks:
+                self._reserved.pop(key, None)  # no block at all: none past the end
+        self._free(loose)
 
-    def _open_files(self) -> dict[int, int]:
-        """Inode -> bytes taken, for the child's open files of the scratch dir: those it
-        named once, and those open for writing (where it may write is the scratch dir: a
-        file it only reads may be any file of the same filesystem, the interpreter's)."""
-        found: dict[int, int] = {}
-        base = f"/proc/{self._child}/fd"
-        try:
-            fds = os.listdir(base)
-        except OSError:
-            return found
-        for fd in fds:
-            with contextlib.suppress(OSError, ValueError, KeyError):
-                st = os.stat(f"{base}/{fd}")
-                if st.st_dev != self._dev or not stat.S_ISREG(st.st_mode):
-                    continue
-                if st.st_ino in self._taken or _writable(f"/proc/{self._child}/fdinfo/{fd}"):
-                    found[st.st_ino] = _taken(st)
-        return found
-
-    def _mapped(self) -> set[int]:
-        """Inodes of the scratch fs the child has mapped (a mapping keeps a file alive)."""
-        dev = f"{os.major(self._dev):02x}:{os.minor(self._dev):02x}"
-        found: set[int] = set()
-        maps = f"/proc/{self._child}/maps"
-        with contextlib.suppress(OSError), open(maps, encoding="ascii", errors="replace") as fh:
-            for line in fh:
-                parts = line.split(None, 5)
-                if len(parts) >= 5 and parts[3] == dev:
-                    with contextlib.suppress(ValueError):
-                        found.add(int(parts[4]))
-        return found
+    def _free(self, keys: set[Key]) -> None:
+        for key in list(keys):
+            self._unnamed.discard(key)
+            self._reserved.pop(key, None)
+            self.total -= self._taken.pop(key, 0)
 
     def _events(self) -> list[tuple[int, int, str]]:
         events: list[tuple[int, int, str]] = []

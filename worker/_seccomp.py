@@ -42,6 +42,7 @@ import struct
 from typing import Any
 
 from . import _bpf
+from ._gate_filter import gate_numbers, write_gate_filter
 
 DENIED_SYSCALLS: tuple[str, ...] = (
     "socket",
@@ -212,22 +213,6 @@ NOT_EQUAL_RULES: tuple[tuple[str, str, int, int], ...] = (
     # (what it stops, syscall, argument, value): EPERM when the argument is anything else.
     ("socketpairs of other families", "socketpair", 0, _AF_UNIX),
 )
-GROWTH_SYSCALLS: tuple[str, ...] = (
-    "write",
-    "pwrite64",
-    "writev",
-    "pwritev",
-    "pwritev2",
-    "sendfile",
-    "copy_file_range",
-    "splice",
-    "ftruncate",
-    "truncate",
-    "fallocate",
-)
-"""Every call that can make a file longer (or allocate its blocks): where no tmpfs holds the
-scratch quota, each one waits for the keeper's yes (:func:`write_gate_filter`). Shared
-mappings cannot extend a file; the channel is written with ``send``, never gated."""
 
 
 try:
@@ -319,7 +304,7 @@ def prepare() -> None:
     own = tuple(
         (int(sc.resolve_syscall(sc.Arch.NATIVE, rule.syscall)), rule) for rule in _bpf.SELF_RULES
     )
-    growth = {int(sc.resolve_syscall(sc.Arch.NATIVE, n)): n for n in GROWTH_SYSCALLS}
+    growth = gate_numbers(lambda name: int(sc.resolve_syscall(sc.Arch.NATIVE, name)))
     clone = int(sc.resolve_syscall(sc.Arch.NATIVE, "clone"))
     refused = ("clone(without CLONE_THREAD)", "clone3(ENOSYS)", "openat2(ENOSYS)")
     _prepared = _Prepared(_exported(filt), (*denied, *refused), arch, own, growth, clone)
@@ -356,47 +341,24 @@ def install() -> tuple[str, ...]:
 
 
 def growth_syscalls() -> dict[int, str]:
-    """The numbers of :data:`GROWTH_SYSCALLS` on this arch (for the keeper's gate)."""
+    """Number -> name of the calls the write gate looks at on this arch (for the keeper)."""
     prepare()
     assert _prepared is not None
     return dict(_prepared.growth)
 
 
 def install_write_gate() -> int:
-    """Load the write gate into the calling thread: every call of :data:`GROWTH_SYSCALLS`
-    waits until the holder of the returned listener fd answers (seccomp user notification,
-    Linux 5.5 for the answer "go on"), and ``clone`` is refused, so no thread can change
-    the process's files while one waits. Raises ``OSError`` where the kernel or a
-    container's profile refuses it."""
+    """Load the write gate (``_gate_filter``) into the calling thread: every call that can
+    make the scratch dir take more space waits until the holder of the returned listener fd
+    answers (seccomp user notification, Linux 5.5 for the answer "go on"), and ``clone`` is
+    refused, so no thread can change the process's files while one waits. Raises
+    ``OSError`` where the kernel or a container's profile refuses it."""
     prepare()
     assert _prepared is not None
     program = write_gate_filter(
-        arch=_prepared.arch, numbers=tuple(_prepared.growth), refused=(_prepared.clone,)
+        arch=_prepared.arch, numbers=_prepared.growth, refused=(_prepared.clone,)
     )
     return _load(program, flags=_SECCOMP_FILTER_FLAG_NEW_LISTENER)
-
-
-def write_gate_filter(*, arch: int, numbers: tuple[int, ...], refused: tuple[int, ...]) -> bytes:
-    """The write gate as packed ``sock_filter`` instructions: ``numbers`` go to the
-    listener, ``refused`` get EPERM, everything else (and a foreign arch, which the base
-    filter kills) passes."""
-    checks = [*((n, True) for n in numbers), *((n, False) for n in refused)]
-    allow = 3 + len(checks)
-    notify, deny = allow + 1, allow + 2
-    prog = [
-        (_bpf.LD_W_ABS, 0, 0, _bpf.ARCH_OFFSET),
-        (_bpf.JEQ_K, 0, allow - 2, arch),
-        (_bpf.LD_W_ABS, 0, 0, _bpf.NR_OFFSET),
-    ]
-    for i, (number, gated) in enumerate(checks):
-        target = notify if gated else deny
-        prog.append((_bpf.JEQ_K, target - (3 + i) - 1, 0, number))
-    prog += [
-        (_bpf.RET_K, 0, 0, _bpf.RET_ALLOW),
-        (_bpf.RET_K, 0, 0, _bpf.RET_USER_NOTIF),
-        (_bpf.RET_K, 0, 0, _bpf.RET_ERRNO | errno.EPERM),
-    ]
-    return _bpf.pack(prog)
 
 
 _SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3

@@ -37,6 +37,10 @@ FailureKind: TypeAlias = Literal[
     "replay-diverged",
 ]
 FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
+SESSION_SAVED_KINDS: frozenset[FailureKind] = frozenset(("exception", "invalid-result"))
+"""Failure kinds after which a run on a session saves its state: its program ran to its end
+(it raised, or returned something that is not JSON), as a successful one did; a limit, a
+policy violation or a kill ends a run in the middle, and nothing of it is saved."""
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -56,6 +60,7 @@ LIMIT_BOUNDS: Mapping[str, tuple[int | float, int | float]] = {
     "result_bytes": (1, 8 * MIB),
     "max_calls": (1, 1_000_000),
     "max_parallel_calls": (1, 1000),
+    "session_mib": (1, 4096),
 }
 """Inclusive bounds of each :class:`Limits` field (the seconds: above 0, at most a day)."""
 
@@ -67,8 +72,10 @@ class Limits:
     ``output_bytes`` bounds the model-visible output (head and tail kept around a marker);
     ``stream_bytes`` bounds everything the program may print or log before it is killed;
     ``scratch_mib`` bounds all files in the scratch dir together (they live in memory and
-    count against ``memory_mib`` too). Each value is checked against :data:`LIMIT_BOUNDS`
-    here: one the host cannot apply is a ``ValueError`` now, never a failed run later.
+    count against ``memory_mib`` too); ``session_mib`` bounds the state a run on a session
+    saves (its globals and its files, serialized together). Each value is checked
+    against :data:`LIMIT_BOUNDS` here: one the host cannot apply is a ``ValueError`` now,
+    never a failed run later.
     """
 
     wall_seconds: float = 30.0
@@ -80,6 +87,7 @@ class Limits:
     result_bytes: int = 1 * MIB
     max_calls: int = 1000
     max_parallel_calls: int = 10
+    session_mib: int = 16
 
     def __post_init__(self) -> None:
         for name, (low, high) in LIMIT_BOUNDS.items():
@@ -195,12 +203,30 @@ class RunRequest:
 
     ``sdk_module`` is the worker-module source produced by ``sdkgen`` (it expects a
     transport, see ``sdkgen``); ``profile`` picks plain CPython or RestrictedPython.
+    ``session`` is a session's state to run on (opaque bytes a worker saved before; empty:
+    a fresh session): the worker restores it before the program and saves the program's
+    state after (:attr:`RunOutcome.session`); ``None``: no session.
     """
 
     code: str
     sdk_module: str
     profile: Profile = "python"
     limits: Limits = field(default_factory=Limits)
+    session: bytes | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionSave:
+    """The state a run on a session saved, as the worker reported it (opaque to the host).
+
+    ``blob`` is ``None`` when nothing was saved (``problem`` says why, e.g. over
+    ``Limits.session_mib``); ``names`` are the carried globals; ``dropped`` the globals (and
+    files, as ``"file <path>"``) left out, each with the reason the model reads."""
+
+    blob: bytes | None
+    names: tuple[str, ...] = ()
+    dropped: tuple[tuple[str, str], ...] = ()
+    problem: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -245,7 +271,9 @@ class RunOutcome:
 
     ``kind`` is ``None`` on success; otherwise one of :data:`FAILURE_KINDS` and ``detail``
     says what happened (for ``exception``, the traceback of the program's own frames).
-    ``output`` holds what the program printed up to the end or the kill.
+    ``output`` holds what the program printed up to the end or the kill. ``session`` is
+    the state a run on a session saved (a run that reached its end, see
+    :class:`SessionSave`); ``None`` when it saved none (no session, or killed first).
     """
 
     ok: bool
@@ -255,6 +283,7 @@ class RunOutcome:
     output: Output = field(default_factory=Output)
     enforcement: Mapping[Dimension, Enforcement] = field(default_factory=dict)
     stats: RunStats = field(default_factory=RunStats)
+    session: SessionSave | None = None
 
     def enforcement_json(self) -> dict[str, dict[str, str]]:
         return {dim: e.as_json() for dim, e in self.enforcement.items()}

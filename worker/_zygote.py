@@ -58,6 +58,7 @@ PRELOAD: tuple[str, ...] = (
     "worker._confine",
     "worker._gatekeeper",
     "RestrictedPython",
+    "cloudpickle",  # a session's state (``_child._session``): no run pays its import
     "traceback",
     "linecache",
     "logging",

@@ -11,12 +11,26 @@ once and *abandons* the thread: the thread is not killed (Python threads cannot 
 keeps running until the program's next tool call or print, where it is stopped. CPU and
 memory are not enforced. ``Containment.require`` does not apply: the enforcement report
 says ``none`` for every dimension.
+
+**Sessions** (``RunRequest.session``): the fake keeps each saved state *by reference*, in a
+table of this backend, and hands the host a random token as the state's bytes; it never
+serializes or deserializes anything (no host module imports a deserializer). A state is a
+deep copy of the carried globals (one ``copy.deepcopy`` memo: shared parts stay shared),
+copied again for each run that restores it, so a fork's data is its own; functions and
+classes are copied by reference, as ``deepcopy`` does, so ``global`` in a carried function
+still writes the namespace it was defined in. The same names are carried and dropped as in
+a child (``worker._child._carry``), but no files (the program's working directory is the
+host's), and ``Limits.session_mib`` is not measured. A token from another backend (or a
+restarted one) fails the run as a child fails a state it cannot restore. For the
+semantics of sessions, test against ``SubprocessBackend``.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import copy
 import math
+import secrets
 import sys
 import threading
 import time
@@ -28,6 +42,14 @@ import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from ._abc import CallHandler, StdoutListener, WorkerBackend
+from ._child._carry import (
+    SDK_NAMES,
+    cap_reason,
+    carried_names,
+    data_only_problem,
+    module_name,
+    why_not_carried,
+)
 from ._child._outcome import ProgramResult, ProgramStop
 from ._child._program import run_program
 from ._child._source import program_size_problem
@@ -35,6 +57,7 @@ from ._framing import json_problem
 from ._output import OutputCapture
 from ._types import (
     DIMENSIONS,
+    SESSION_SAVED_KINDS,
     CallReply,
     CallRequest,
     Dimension,
@@ -43,6 +66,7 @@ from ._types import (
     RunOutcome,
     RunRequest,
     RunStats,
+    SessionSave,
 )
 
 __all__ = ("FAKE_ENFORCEMENT", "FakeBackend")
@@ -55,7 +79,7 @@ FAKE_ENFORCEMENT: Mapping[Dimension, Enforcement] = {
     )
     for dim in DIMENSIONS
 }
-_SDK_NAMES = ("tools", "parallel", "catalog", "ToolCallError")
+_MAX_STATES = 4096
 _Batch = tuple[list[CallRequest], "concurrent.futures.Future[Sequence[CallReply]]"]
 
 
@@ -64,6 +88,7 @@ class FakeBackend(WorkerBackend):
 
     def __init__(self) -> None:
         self._closed = False
+        self._states: dict[bytes, dict[str, Any]] = {}
 
     def probe(self) -> Mapping[Dimension, Enforcement]:
         return dict(FAKE_ENFORCEMENT)
@@ -84,7 +109,7 @@ class FakeBackend(WorkerBackend):
             raise RuntimeError("FakeBackend is closed")
         if started is None:
             started = time.monotonic()
-        run = _FakeRun(request.limits, anyio.lowlevel.current_token(), on_stdout)
+        run = _FakeRun(request.limits, anyio.lowlevel.current_token(), on_stdout, self._states)
         result: ProgramResult | None = None
         host_error: list[BaseException] = []
         too_large = program_size_problem(request.code)
@@ -129,6 +154,7 @@ class FakeBackend(WorkerBackend):
             output=run.capture.output(),
             enforcement=dict(FAKE_ENFORCEMENT),
             stats=RunStats(wall_ms=(time.monotonic() - started) * 1000.0, calls=run.calls),
+            session=run.saved if stop is None else None,
         )
 
 
@@ -142,9 +168,15 @@ class _FakeRun:
     """State of one fake run shared by the event loop and the program's threads."""
 
     def __init__(
-        self, limits: Limits, token: anyio.lowlevel.EventLoopToken, on_stdout: StdoutListener | None
+        self,
+        limits: Limits,
+        token: anyio.lowlevel.EventLoopToken,
+        on_stdout: StdoutListener | None,
+        states: dict[bytes, dict[str, Any]],
     ) -> None:
         self.limits = limits
+        self.saved: SessionSave | None = None
+        self._states = states
         self.capture = OutputCapture(
             output_bytes=limits.output_bytes, stream_bytes=limits.stream_bytes
         )
@@ -212,15 +244,56 @@ class _FakeRun:
             exec(compile(request.sdk_module, "<sdk>", "exec"), names)
         except BaseException as exc:  # noqa: BLE001 - a broken SDK is this run's failure
             return ProgramResult.failure("exception", f"the SDK module failed to load: {exc!r}")
-        return run_program(
+        namespace: dict[str, Any] | None = None
+        if request.session is not None:
+            snapshot = self._states.get(request.session) if request.session else {}
+            if snapshot is None:
+                return ProgramResult.failure(
+                    "exception",
+                    "the session's state could not be restored (this in-process fake does not "
+                    "know it); the program did not run",
+                )
+            # Modules are kept as they are (deepcopy cannot copy one).
+            modules = {id(v): v for v in snapshot.values() if module_name(v) is not None}
+            namespace = copy.deepcopy(snapshot, modules)
+        result = run_program(
             request.code,
             profile=request.profile,
-            names={k: names[k] for k in _SDK_NAMES if k in names},
+            names={k: names[k] for k in SDK_NAMES if k in names},
             result_bytes=request.limits.result_bytes,
             print_fn=self.print,
             write=self.write,
             stopped=lambda: self.stop,
+            namespace=namespace,
         )
+        if namespace is not None and (result.ok or result.kind in SESSION_SAVED_KINDS):
+            self.saved = self._save(namespace, request.profile)
+        return result
+
+    def _save(self, namespace: dict[str, Any], profile: str) -> SessionSave:
+        """Keep a deep copy of the carried globals; its token is the state's bytes."""
+        snapshot: dict[str, Any] = {}
+        dropped: list[tuple[str, str]] = []
+        memo: dict[int, Any] = {}
+        for name in carried_names(namespace, profile):
+            value = namespace[name]
+            reason = why_not_carried(value)
+            if reason is None and profile == "restricted" and module_name(value) is None:
+                reason = data_only_problem(value)
+            if reason is None and module_name(value) is not None:
+                snapshot[name] = value
+            elif reason is None:
+                try:
+                    snapshot[name] = copy.deepcopy(value, memo)
+                except Exception as exc:  # noqa: BLE001 - the program's object
+                    reason = cap_reason(f"cannot be carried: {exc}")
+            if reason is not None:
+                dropped.append((name, reason))
+        token = b"fake-session:" + secrets.token_hex(16).encode()
+        while len(self._states) >= _MAX_STATES:
+            del self._states[next(iter(self._states))]
+        self._states[token] = snapshot
+        return SessionSave(blob=token, names=tuple(snapshot), dropped=tuple(dropped))
 
     def _raise_if_over(self) -> None:
         if self._ended.is_set():

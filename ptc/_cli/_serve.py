@@ -238,11 +238,12 @@ async def _serve_in(runtime: ToolRuntime, plan: _Plan) -> None:
             raise CliError(f"cannot mount {server.label!r}: {exc}") from exc
     await scope.prepare()
     listed = len(scope.model_tools())
+    sessions = plan.mode != "native"  # each MCP client session gets a ptc.Session of its own
     natives = len(scope.view().visible) - (plan.mode != "native")
     what = f"{natives} tools in {plan.mode} mode ({listed} listed)"
     if plan.endpoint is None:
         _say(f"serving {what} over stdio")
-        await ptc_mcp.serve(scope, max_concurrent_runs=plan.max_runs)
+        await ptc_mcp.serve(scope, max_concurrent_runs=plan.max_runs, sessions=sessions)
         return
     host, port = plan.endpoint
 
@@ -265,7 +266,10 @@ async def _serve_in(runtime: ToolRuntime, plan: _Plan) -> None:
             allowed_hosts=plan.allowed_hosts,
             insecure_no_auth=plan.no_auth,
             max_concurrent_runs=plan.max_runs,
+            sessions=sessions,
         )
+    except ConfigurationError as exc:  # a malformed --allow-host
+        raise CliError(str(exc)) from exc
     except OSError as exc:
         raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
 

@@ -41,7 +41,7 @@ from anyio.from_thread import BlockingPortal
 import ptc
 from ptc.content import to_anthropic
 
-from ._common import error_text, is_suspended
+from ._common import Target, checked, error_text, is_suspended
 
 __all__ = ("PtcBetaTool", "tool_results", "tool_results_sync", "tools")
 
@@ -49,12 +49,12 @@ Approve = Callable[[ptc.Suspension], Awaitable[ptc.ApprovalAnswer]]
 
 
 async def tool_results(
-    scope: ptc.Scope, message: Any, *, approve: Approve | None = None
+    scope: Target, message: Any, *, approve: Approve | None = None
 ) -> list[dict[str, Any]]:
     """One ``tool_result`` block per ``tool_use`` block of ``message`` (an SDK ``Message``
-    or its dict form), its id as the call id (see the module docstring)."""
-    if not isinstance(scope, ptc.Scope):
-        raise ptc.UsageError("tool_results() takes a ptc.Scope")
+    or its dict form), its id as the call id (see the module docstring); pass the
+    conversation's :class:`ptc.Session` to keep ``run_code``'s state between its turns."""
+    scope = checked(scope, "tool_results()")
     blocks = message.get("content") if isinstance(message, Mapping) else message.content
     out: list[dict[str, Any]] = []
     for block in blocks or ():
@@ -73,17 +73,17 @@ async def tool_results(
 
 
 def tool_results_sync(
-    scope: ptc.Scope, message: Any, *, portal: BlockingPortal, approve: Approve | None = None
+    scope: Target, message: Any, *, portal: BlockingPortal, approve: Approve | None = None
 ) -> list[dict[str, Any]]:
     """:func:`tool_results` for a sync host (the SDK's sync client): ``portal`` is an
     ``anyio.from_thread.BlockingPortal`` running the scope's runtime."""
     return portal.call(functools.partial(tool_results, scope, message, approve=approve))
 
 
-def tools(scope: ptc.Scope) -> list[PtcBetaTool]:
-    """The scope's tools for the beta tool runner (taken now: call again after a change)."""
-    if not isinstance(scope, ptc.Scope):
-        raise ptc.UsageError("tools() takes a ptc.Scope")
+def tools(scope: Target) -> list[PtcBetaTool]:
+    """The scope's (or session's) tools for the beta tool runner (taken now: call again
+    after a change)."""
+    scope = checked(scope, "tools()")
     return [PtcBetaTool(scope, spec) for spec in scope.model_tools(format="anthropic")]
 
 
@@ -91,7 +91,7 @@ class PtcBetaTool(BetaAsyncBuiltinFunctionTool):
     """One tool of a ptc scope for the beta tool runner; errors raise the SDK's
     ``ToolError`` (the runner sends them as ``is_error`` results)."""
 
-    def __init__(self, scope: ptc.Scope, spec: Mapping[str, Any]) -> None:
+    def __init__(self, scope: Target, spec: Mapping[str, Any]) -> None:
         self.scope = scope
         self._spec = dict(spec)
 

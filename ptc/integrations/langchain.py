@@ -27,11 +27,18 @@ throughout. **Cancellation** is the framework's: a cancelled ``ainvoke`` cancels
 
 The list is taken when ``tools()`` is called: after a ``tools/change``, call it again for
 the next step (LangGraph binds tools when the graph is built).
+
+**Sessions**: ``tools(session)`` runs every ``run_code`` on that :class:`ptc.Session`.
+For a graph that serves many conversations, ``tools(scope, per_thread=True)`` gives each
+LangGraph thread a session of its own, keyed by the ``thread_id`` of the run's config
+(``scope.session(id=..., create=True)``: with a :class:`ptc.FileSessionStore` a thread
+goes on with its variables and files after a restart, as its checkpointer does).
 """
 
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import json
 from collections.abc import Callable, Coroutine
 from typing import Any, Literal, TypeVar
@@ -40,13 +47,14 @@ import anyio.from_thread
 import anyio.lowlevel
 from anyio.from_thread import BlockingPortal
 from langchain_core.tools import BaseTool, ToolException
+from langgraph.config import get_config
 from langgraph.types import interrupt
 from pydantic import ConfigDict
 
 import ptc
 from ptc import JSON
 
-from ._common import approval_request, error_text, is_suspended
+from ._common import Target, approval_request, checked, error_text, is_suspended
 
 __all__ = ("PtcTool", "tools")
 
@@ -56,10 +64,19 @@ _RESUME_ANSWERS = ("allowed-once", "rejected", "cancelled")
 _CALL_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("ptc_lc_id", default=None)
 
 
-def tools(scope: ptc.Scope, *, portal: BlockingPortal | None = None) -> list[PtcTool]:
-    """The scope's tools (``scope.model_tools()``) as LangChain tools."""
-    if not isinstance(scope, ptc.Scope):
-        raise ptc.UsageError("tools() takes a ptc.Scope")
+def tools(
+    scope: Target, *, portal: BlockingPortal | None = None, per_thread: bool = False
+) -> list[PtcTool]:
+    """The scope's tools (``scope.model_tools()``) as LangChain tools; ``per_thread=True``:
+    one session of ``scope`` per LangGraph thread (see the module docstring)."""
+    scope = checked(scope, "tools()")
+    specs = scope.model_tools()
+    if per_thread:
+        if not isinstance(scope, ptc.Scope):
+            raise ptc.UsageError("per_thread=True takes a ptc.Scope (each thread gets a session)")
+        shown = scope.session()  # the description and input a session's run_code has
+        specs = shown.model_tools()
+        shown.discard("made to read the tools' descriptions")
     try:
         token: anyio.lowlevel.EventLoopToken | None = anyio.lowlevel.current_token()
     except RuntimeError:
@@ -72,8 +89,9 @@ def tools(scope: ptc.Scope, *, portal: BlockingPortal | None = None) -> list[Ptc
             scope=scope,
             portal=portal,
             token=token,
+            per_thread=per_thread,
         )
-        for spec in scope.model_tools()
+        for spec in specs
     ]
 
 
@@ -82,8 +100,9 @@ class PtcTool(BaseTool):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    scope: ptc.Scope
+    scope: ptc.Scope | ptc.Session
     portal: BlockingPortal | None = None
+    per_thread: bool = False
     token: Any = None
     response_format: Literal["content", "content_and_artifact"] = "content_and_artifact"
     handle_tool_error: bool = True
@@ -104,9 +123,22 @@ class PtcTool(BaseTool):
         finally:
             _CALL_ID.reset(reset)
 
+    def _target(self) -> Target:
+        """Where this call runs: the scope (or session), or the LangGraph thread's session."""
+        if not self.per_thread or not isinstance(self.scope, ptc.Scope):
+            return self.scope
+        try:
+            thread = get_config().get("configurable", {}).get("thread_id")
+        except RuntimeError:
+            thread = None
+        if thread is None:
+            raise ToolException("per_thread tools run in a LangGraph graph with a thread_id")
+        digest = hashlib.sha256(str(thread).encode("utf-8", "surrogatepass")).hexdigest()
+        return self.scope.session(id=f"langgraph-{digest[:32]}", create=True)
+
     async def _arun(self, **arguments: Any) -> tuple[str, dict[str, JSON]]:
         call_id = _CALL_ID.get()
-        result = await self.scope.call(self.name, arguments, call_id=call_id)
+        result = await self._target().call(self.name, arguments, call_id=call_id)
         asked = 0
         while is_suspended(result):
             answer, asked = self._decide(result.call_id, asked)
@@ -115,15 +147,17 @@ class PtcTool(BaseTool):
 
     def _run(self, **arguments: Any) -> tuple[str, dict[str, JSON]]:
         call_id = _CALL_ID.get()
-        result = self._on_loop(self._call, arguments, call_id)
+        result = self._on_loop(self._call, self._target(), arguments, call_id)
         asked = 0
         while is_suspended(result):
             answer, asked = self._decide(result.call_id, asked)
             result = self._on_loop(self.scope.resume, result.call_id, answer)
         return _content(result)
 
-    async def _call(self, arguments: dict[str, Any], call_id: str | None) -> ptc.ToolResult:
-        return await self.scope.call(self.name, arguments, call_id=call_id)
+    async def _call(
+        self, target: Target, arguments: dict[str, Any], call_id: str | None
+    ) -> ptc.ToolResult:
+        return await target.call(self.name, arguments, call_id=call_id)
 
     def _decide(self, call_id: str, asked: int) -> tuple[Any, int]:
         """The person's answer to the paused run, through ``interrupt()``. LangGraph answers

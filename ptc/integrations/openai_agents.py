@@ -35,14 +35,14 @@ from agents.tool_context import ToolContext
 
 import ptc
 
-from ._common import error_text, is_suspended
+from ._common import Target, checked, error_text, is_suspended, scope_of
 
 __all__ = ("PtcFunctionTools", "function_tools")
 
 _RUN_CODE = "run_code"
 
 
-def function_tools(scope: ptc.Scope) -> PtcFunctionTools:
+def function_tools(scope: Target) -> PtcFunctionTools:
     """The scope's tools as a live list of ``FunctionTool`` (see the module docstring)."""
     return PtcFunctionTools(scope)
 
@@ -52,17 +52,15 @@ class PtcFunctionTools(list[Tool]):
     the next turn (the SDK asks each tool's ``is_enabled``) updates it in place; ``close()``
     stops following the scope. Build it after ``await scope.prepare()`` to never block."""
 
-    def __init__(self, scope: ptc.Scope) -> None:
-        if not isinstance(scope, ptc.Scope):
-            raise ptc.UsageError("function_tools() takes a ptc.Scope")
+    def __init__(self, scope: Target) -> None:
         super().__init__()
-        self.scope = scope
+        self.scope = checked(scope, "function_tools()")
         self._computed: dict[str, ptc.ToolResult] = {}
         self._paused: set[str] = set()
         self._stale = False
         self._lock: anyio.Lock | None = None
         self._update(self.scope.model_tools(format="openai", strict=True))
-        chain = [scope]
+        chain = [scope_of(self.scope)]
         while (parent := chain[-1].parent) is not None:
             chain.append(parent)
 

@@ -42,7 +42,7 @@ from pydantic_core import SchemaValidator, core_schema
 
 import ptc
 
-from ._common import approval_request, error_text, is_suspended
+from ._common import Target, approval_request, checked, error_text, is_suspended
 
 __all__ = ("CodeOutputEvent", "PtcToolset", "toolset")
 
@@ -58,18 +58,17 @@ class CodeOutputEvent(CustomEvent):
     stream: str = "stdout"
 
 
-def toolset(scope: ptc.Scope, *, id: str | None = None, strict: bool | None = None) -> PtcToolset:
-    """The scope's tools as a pydantic-ai toolset (see the module docstring)."""
+def toolset(scope: Target, *, id: str | None = None, strict: bool | None = None) -> PtcToolset:
+    """The scope's tools as a pydantic-ai toolset (see the module docstring); given a
+    :class:`ptc.Session`, ``run_code`` keeps its state between the calls of a conversation."""
     return PtcToolset(scope, id=id, strict=strict)
 
 
 class PtcToolset(AbstractToolset[Any]):
     """A pydantic-ai toolset backed by a ptc scope."""
 
-    def __init__(self, scope: ptc.Scope, *, id: str | None = None, strict: bool | None = None):
-        if not isinstance(scope, ptc.Scope):
-            raise ptc.UsageError("toolset() takes a ptc.Scope")
-        self.scope = scope
+    def __init__(self, scope: Target, *, id: str | None = None, strict: bool | None = None):
+        self.scope = checked(scope, "toolset()")
         self._id = id
         self._strict = strict
 
@@ -132,7 +131,7 @@ class PtcToolset(AbstractToolset[Any]):
 
 
 def _stream_output(
-    scope: ptc.Scope, ctx: RunContext[Any], call_id: str | None
+    scope: Target, ctx: RunContext[Any], call_id: str | None
 ) -> ptc.Disposer | None:
     """Forward the call's ``code/output`` chunks into the run's event stream."""
     if call_id is None:

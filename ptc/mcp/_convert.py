@@ -30,7 +30,7 @@ BadSchemaPolicy: TypeAlias = Literal["raise", "lenient", "skip"]
 BAD_SCHEMA_POLICIES: tuple[BadSchemaPolicy, ...] = ("raise", "lenient", "skip")
 RUN_META_KEY = "ptc/run"
 ERROR_META_KEY = "ptc/error"
-_RUN_META_FIELDS = ("dispatch_log", "enforcement", "stats")
+_RUN_META_FIELDS = ("dispatch_log", "enforcement", "stats", "session")
 _TEXT_SCHEMA: Mapping[str, ptc.JSON] = {"type": "string"}
 _CONTENT_BLOCK: TypeAdapter[types.ContentBlock] = TypeAdapter(types.ContentBlock)
 
@@ -177,8 +177,9 @@ def call_tool_result(
     result: ptc.ToolResult, definition: ptc.ToolDefinition | None
 ) -> types.CallToolResult:
     """A ptc result as MCP's ``CallToolResult``: content, ``structuredContent`` when the
-    tool has an output schema, ``isError``; a run's ``dispatch_log``, ``enforcement`` and
-    ``stats`` under ``_meta["ptc/run"]``, an error's code under ``_meta["ptc/error"]``."""
+    tool has an output schema, ``isError``; a run's ``dispatch_log``, ``enforcement``,
+    ``stats`` and ``session`` under ``_meta["ptc/run"]``, an error's code under
+    ``_meta["ptc/error"]``."""
     content = [_content_block(block) for block in result.content]
     structured: dict[str, Any] | None = None
     wrap = wraps_value(definition)

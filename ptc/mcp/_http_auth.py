@@ -1,31 +1,28 @@
 """Who may reach a scope served over streamable HTTP (DESIGN section 9, "Serving over HTTP
 lets in only who belongs").
 
-A served scope is a code-execution endpoint with the host's tools behind it. On a loopback
-address the SDK's DNS-rebinding protection stays on (Host and Origin checked). On any other
-address ``serve`` needs a bearer token (:class:`BearerToken`, compared in constant time) or
-any of the SDK's ``TokenVerifier`` s, and the Host values to accept; it refuses to start
-without them unless told ``insecure_no_auth=True``. :class:`BearerGate` answers a missing
-or wrong token with 401 before any MCP processing. :class:`DisconnectWatch` lets a call
-learn that its HTTP client went away.
+A served scope is a code-execution endpoint with the host's tools behind it. Off loopback
+``serve`` needs a bearer token (:class:`BearerToken`, compared in constant time) or any of
+the SDK's ``TokenVerifier`` s; the Host and Origin checks live in :mod:`._http_hosts`.
+:class:`BearerGate` answers a missing or wrong token with 401 from the request's headers,
+before any MCP processing; :class:`CloseOnUnreadBody` then closes the connection instead of
+letting the server read the body the client may still be sending. :class:`DisconnectWatch`
+lets a call learn that its HTTP client went away.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import json
 import logging
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken, TokenVerifier
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.authentication import AuthCredentials
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -35,9 +32,8 @@ __all__ = (
     "DISCONNECTED",
     "BearerGate",
     "BearerToken",
+    "CloseOnUnreadBody",
     "DisconnectWatch",
-    "is_loopback",
-    "transport_security",
 )
 
 logger = logging.getLogger("ptc.mcp")
@@ -45,21 +41,24 @@ logger = logging.getLogger("ptc.mcp")
 DISCONNECTED: Final = "ptc.disconnected"
 """The ASGI scope key of an ``anyio.Event`` set when the request's client disconnects."""
 MIN_TOKEN_CHARS: Final = 16
-_LOOPBACK_HOSTS: Final = ("127.0.0.1:*", "localhost:*", "[::1]:*")
-_LOOPBACK_ORIGINS: Final = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
 
 
 class BearerToken:
     """A shared secret a client sends as ``Authorization: Bearer <token>`` (an SDK
-    ``TokenVerifier``). Compared in constant time; at least 16 characters."""
+    ``TokenVerifier``). Compared in constant time; at least 16 printable ASCII characters
+    (an HTTP header carries no other text faithfully)."""
 
     def __init__(self, token: str) -> None:
         if not isinstance(token, str):
             raise ptc.UsageError("BearerToken takes the token as a str")
         token = token.strip()
-        if len(token) < MIN_TOKEN_CHARS or not token.isprintable() or " " in token:
+        if (
+            len(token) < MIN_TOKEN_CHARS
+            or not (token.isascii() and token.isprintable())
+            or " " in token
+        ):
             raise ptc.ConfigurationError(
-                f"a bearer token must be at least {MIN_TOKEN_CHARS} printable characters"
+                f"a bearer token must be at least {MIN_TOKEN_CHARS} printable ASCII characters"
                 " without spaces (e.g. the output of `openssl rand -hex 32`)"
             )
         self._digest = hashlib.sha256(token.encode()).digest()
@@ -68,11 +67,17 @@ class BearerToken:
     def from_file(cls, path: str | Path) -> BearerToken:
         """The token in ``path`` (surrounding whitespace ignored), e.g. a mounted secret."""
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            data = Path(path).read_bytes()
+        except OSError as exc:
             raise ptc.ConfigurationError(
                 f"cannot read the token file {str(path)!r}: {exc}"
             ) from exc
+        # Not decode(): its error's text, chained or as the context, shows bytes of the secret.
+        text = data.decode("utf-8", "replace")
+        if "\ufffd" in text:
+            raise ptc.ConfigurationError(
+                f"cannot read the token file {str(path)!r}: it is not UTF-8 text"
+            )
         return cls(text)
 
     def __repr__(self) -> str:
@@ -86,63 +91,22 @@ class BearerToken:
         return AccessToken(token=token, client_id="bearer", scopes=[])
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def transport_security(
-    host: str, allowed_hosts: Sequence[str], allowed_origins: Sequence[str] | None
-) -> TransportSecuritySettings | None:
-    """The SDK's Host/Origin check for a server bound to ``host``: on loopback, the
-    loopback names plus ``allowed_hosts``; elsewhere ``allowed_hosts`` (``None``: no check,
-    only with ``insecure_no_auth``). A host without a port is accepted on any port;
-    ``allowed_origins`` defaults to ``http(s)://`` each allowed host."""
-    hosts: list[str] = []
-    for value in allowed_hosts:
-        hosts += [value] if _has_port(value) else [value, f"{value}:*"]
-    if is_loopback(host):
-        hosts = [*_LOOPBACK_HOSTS, f"{_bracketed(host)}:*", *hosts]
-    elif not hosts:
-        return None
-    if allowed_origins is None:
-        origins = [f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")]
-        if is_loopback(host):
-            origins = [*_LOOPBACK_ORIGINS, *origins]
-    else:
-        origins = list(allowed_origins)
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=list(dict.fromkeys(hosts)),
-        allowed_origins=list(dict.fromkeys(origins)),
-    )
-
-
-def _has_port(value: str) -> bool:
-    return value.rpartition("]")[2].count(":") == 1 if value.startswith("[") else ":" in value
-
-
-def _bracketed(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
-
-
 class BearerGate:
-    """ASGI middleware: an HTTP request without a token ``verifier`` accepts gets 401 and
-    is never seen by the app; an accepted one carries the SDK's authenticated user (so
-    its MCP sessions are bound to that principal)."""
+    """ASGI middleware: an HTTP request without a token ``verifier`` accepts gets 401 from
+    its headers (its body is never read) and is never seen by the app; an accepted one
+    carries the SDK's authenticated user (so its MCP sessions are bound to that principal).
+    Scopes other than HTTP and the lifespan (a WebSocket) never reach the app."""
 
     def __init__(self, app: ASGIApp, verifier: TokenVerifier) -> None:
         self._app = app
         self._verifier = verifier
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] == "lifespan":
             await self._app(scope, receive, send)
             return
+        if scope["type"] != "http":
+            return  # the server refuses a WebSocket its app did not accept
         access = None
         token = _bearer(scope)
         if token is not None:
@@ -159,14 +123,15 @@ class BearerGate:
 
 
 def _bearer(scope: Scope) -> str | None:
+    """The token of the one ``Authorization: Bearer`` header (two headers: none)."""
     headers: list[tuple[bytes, bytes]] = scope.get("headers", [])
-    for name, value in headers:
-        if name.lower() == b"authorization":
-            scheme, _, token = value.decode("latin-1").partition(" ")
-            if scheme.lower() != "bearer" or not token.strip():
-                return None
-            return token.strip()
-    return None
+    given = [value for name, value in headers if name.lower() == b"authorization"]
+    if len(given) != 1:
+        return None
+    scheme, _, token = given[0].decode("latin-1").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
 
 
 async def _unauthorized(send: Send, description: str) -> None:
@@ -183,6 +148,47 @@ async def _unauthorized(send: Send, description: str) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+class CloseOnUnreadBody:
+    """ASGI middleware: a response that starts before the request's body was read to its
+    end (a 401, 421 or 413 decided from the headers) says ``Connection: close``, so the
+    server closes the connection after it. Without it uvicorn keeps the connection alive by
+    reading, and discarding, the rest of the body: a refused client could make it read a
+    1 GiB body sent as slowly as it likes."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        unread = _declares_body(scope)
+
+        async def reading() -> Message:
+            nonlocal unread
+            message = await receive()
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                unread = False
+            return message
+
+        async def closing(message: Message) -> None:
+            if message["type"] == "http.response.start" and unread:
+                headers = [*message.get("headers", []), (b"connection", b"close")]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self._app(scope, reading, closing)
+
+
+def _declares_body(scope: Scope) -> bool:
+    headers: list[tuple[bytes, bytes]] = scope.get("headers", [])
+    for name, value in headers:
+        name = name.lower()
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() != b"0"):
+            return True
+    return False
 
 
 class DisconnectWatch:

@@ -2,8 +2,8 @@
 
 Over HTTP, who may connect is decided before the SDK sees a request (DESIGN section 9,
 "Serving over HTTP lets in only who belongs"): a bearer token or ``TokenVerifier`` and the
-Host values to accept are required on any non-loopback address; a loopback address keeps
-the SDK's Host/Origin check. See :mod:`ptc.mcp._http_auth`.
+Host values to accept are required on any non-loopback address; a loopback address keeps a
+Host/Origin check. See :mod:`ptc.mcp._http_auth` and :mod:`ptc.mcp._http_hosts`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from starlette.types import ASGIApp
 
 import ptc
 
-from ._http_auth import BearerGate, DisconnectWatch, is_loopback, transport_security
+from ._http_auth import BearerGate, CloseOnUnreadBody, DisconnectWatch
+from ._http_hosts import HostGate, HostPolicy, host_policy, is_loopback
 from ._serve import server
 from ._stdio_server import stdio_server_streams
 
@@ -34,7 +35,7 @@ TRANSPORTS: tuple[Transport, ...] = ("stdio", "streamable-http")
 
 
 async def serve(
-    scope: ptc.Scope,
+    scope: ptc.Scope | ptc.Session,
     transport: Transport = "stdio",
     *,
     host: str = "127.0.0.1",
@@ -46,49 +47,59 @@ async def serve(
     insecure_no_auth: bool = False,
     max_concurrent_runs: int | None = None,
     max_queued_runs: int | None = None,
+    sessions: bool = False,
 ) -> None:
-    """Serve ``scope`` until cancelled (or, on stdio, until the client closes stdin).
+    """Serve ``scope`` (or a session of one) until cancelled (or, on stdio, until the
+    client closes stdin).
 
     ``transport="streamable-http"`` listens on ``host:port`` (``port=0``: any free port)
     at path ``/mcp``; ``ready(url)`` is called once it accepts connections. ``auth`` (a
     :class:`ptc.mcp.BearerToken` or any SDK ``TokenVerifier``) is required, with the
     ``allowed_hosts`` a client may name in its ``Host`` header, on any address that is not
-    loopback, unless ``insecure_no_auth=True``; ``allowed_origins`` defaults to
-    ``http(s)://`` each allowed host. ``max_concurrent_runs`` / ``max_queued_runs``: see
+    loopback, unless ``insecure_no_auth=True``. An allowed host is ``name``, ``name:port``,
+    ``name:*``, an IP literal (IPv6 in brackets) with the same ports; no port: any port.
+    ``allowed_origins`` (``http(s)://host[:port|:*]``) defaults to ``http(s)://`` each
+    allowed host. ``max_concurrent_runs`` / ``max_queued_runs``: see
     :func:`ptc.mcp.server`. Raises ``ptc.ConfigurationError`` for a setting that would let
-    in anyone, before anything listens.
+    in anyone, or a malformed host or origin, before anything listens.
     """
     if transport not in TRANSPORTS:
         raise ptc.ConfigurationError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
     if isinstance(allowed_hosts, str) or isinstance(allowed_origins, str):
         raise ptc.UsageError("allowed_hosts and allowed_origins take a list of strings")
-    served = server(scope, max_concurrent_runs=max_concurrent_runs, max_queued_runs=max_queued_runs)
+    served = server(
+        scope,
+        max_concurrent_runs=max_concurrent_runs,
+        max_queued_runs=max_queued_runs,
+        sessions=sessions,
+    )
     if transport == "stdio":
         if auth is not None or allowed_hosts or allowed_origins or insecure_no_auth:
             raise ptc.UsageError("auth, allowed_hosts and the like apply to streamable-http")
         async with stdio_server_streams() as (read, write):
             await served.run(read, write, served.create_initialization_options())
         return
-    security = _checked_security(host, auth, allowed_hosts, allowed_origins, insecure_no_auth)
+    policy = _checked_policy(host, auth, allowed_hosts, allowed_origins, insecure_no_auth)
+    # The SDK's own Host/Origin check matches by string prefix; HostGate takes its place.
+    unchecked = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     app: ASGIApp = DisconnectWatch(
-        served.streamable_http_app(
-            host=host,
-            transport_security=security
-            or TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        )
+        served.streamable_http_app(host=host, transport_security=unchecked)
     )
+    if policy is not None:
+        app = HostGate(app, policy)
     if auth is not None:
-        app = BearerGate(app, auth)  # outermost: nothing else sees an unauthenticated request
-    await _run_uvicorn(app, host, port, ready)
+        app = BearerGate(app, auth)  # nothing inside sees an unauthenticated request
+    # Outermost: whoever answers from the headers alone, the body is not read after it.
+    await _run_uvicorn(CloseOnUnreadBody(app), host, port, ready)
 
 
-def _checked_security(
+def _checked_policy(
     host: str,
     auth: TokenVerifier | None,
     allowed_hosts: Sequence[str],
     allowed_origins: Sequence[str] | None,
     insecure_no_auth: bool,
-) -> TransportSecuritySettings | None:
+) -> HostPolicy | None:
     if auth is not None and not callable(getattr(auth, "verify_token", None)):
         raise ptc.UsageError("auth takes a ptc.mcp.BearerToken or an SDK TokenVerifier")
     if not is_loopback(host) and not insecure_no_auth:
@@ -105,14 +116,14 @@ def _checked_security(
                 f"serving on {host!r}, which is not a loopback address, lets in anyone who"
                 f" reaches the port: it needs {' and '.join(missing)}, or insecure_no_auth=True"
             )
-    security = transport_security(host, allowed_hosts, allowed_origins)
+    policy = host_policy(host, allowed_hosts, allowed_origins)
     if auth is None and not is_loopback(host):
         logger.warning(
             "serving on %s without authentication (insecure_no_auth=True): anyone who reaches"
             " the port can run programs and call every tool of the scope",
             host,
         )
-    return security
+    return policy
 
 
 async def _run_uvicorn(
@@ -126,8 +137,10 @@ async def _run_uvicorn(
         sock.listen(128)
         bound_port = sock.getsockname()[1]
         # A bounded graceful shutdown: open streams (a client's SSE GET) are closed after it.
+        # ws="none": no WebSocket upgrade, whatever is installed; an upgrade request is
+        # answered as plain HTTP, through the gates.
         config = uvicorn.Config(
-            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3
+            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3, ws="none"
         )
         runner = uvicorn.Server(config)
         stopped = anyio.Event()

@@ -8,13 +8,22 @@ call (``ABORTED``, the worker killed, listeners run) instead of being torn down 
 A ``run_code`` program's output reaches the client while it runs (the ``code/output``
 event): as progress notifications when the request asked for progress, and as log
 messages (logger ``ptc/code-output``).
+
+**Sessions.** Served a :class:`ptc.Session`, every client shares that session. With
+``sessions=True`` (what ``ptc serve`` does), each MCP client session (the connection over
+stdio, an ``mcp-session-id`` over streamable HTTP) gets a :class:`ptc.Session` of its own,
+made on its first request and closed with the connection or the server; over HTTP the SDK
+ends idle MCP sessions without telling the server, so those expire by their ``ttl``. One
+that expired or was evicted is replaced by a new one after its ``SESSION_EXPIRED``
+result. A client of the stateless 2026-07-28 protocol has no MCP session: it is served the
+scope itself (each run starts empty).
 """
 
 from __future__ import annotations
 
 import logging
 import secrets
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -75,12 +84,65 @@ class _PtcServer(Server[_Running]):
         )
 
 
+Served = ptc.Scope | ptc.Session
+"""What a server serves: a scope, or a session of one (a view of its scope)."""
+
+
+class _ClientSessions:
+    """One :class:`ptc.Session` per MCP client session (see the module docstring)."""
+
+    def __init__(self, scope: Served) -> None:
+        self._scope = scope
+        self._sessions: OrderedDict[str, ptc.Session] = OrderedDict()
+
+    def of(self, ctx: ServerRequestContext[_Running]) -> Served:
+        """The session of the client making this request (the scope itself for a client
+        that has no MCP session: the stateless 2026 protocol)."""
+        if isinstance(self._scope, ptc.Session):
+            return self._scope
+        client = _client_key(ctx)
+        if client is None:
+            return self._scope
+        found = self._sessions.get(client)
+        if found is None:
+            found = self._sessions[client] = self._scope.session()
+            while len(self._sessions) > _MAX_SESSIONS:  # the oldest client is long gone
+                self._sessions.popitem(last=False)[1].discard("its MCP client went away")
+        self._sessions.move_to_end(client)
+        return found
+
+    def expired(self, ctx: ServerRequestContext[_Running]) -> None:
+        """The client's session answered ``SESSION_EXPIRED``: its next call gets a new one."""
+        client = _client_key(ctx)
+        if client is not None:
+            self._sessions.pop(client, None)
+
+    def close(self) -> None:
+        """The server (or the stdio connection) stopped: every client's session is closed."""
+        for session in self._sessions.values():
+            session.discard("closed with its MCP client session")
+        self._sessions.clear()
+
+
+def _client_key(ctx: ServerRequestContext[_Running]) -> str | None:
+    """Who a request comes from: its ``mcp-session-id`` over HTTP, the one client of a
+    stdio connection, ``None`` for an HTTP request without an MCP session."""
+    request_scope = getattr(ctx.request, "scope", None)
+    if not isinstance(request_scope, dict):
+        return "stdio"
+    for name, value in request_scope.get("headers", ()):
+        if name == b"mcp-session-id":
+            return "http:" + bytes(value).decode("latin-1")
+    return None
+
+
 def server(
-    scope: ptc.Scope,
+    scope: Served,
     *,
     name: str | None = None,
     max_concurrent_runs: int | None = None,
     max_queued_runs: int | None = None,
+    sessions: bool = False,
 ) -> Server[Any]:
     """An ``mcp.server.lowlevel.Server`` serving ``scope`` (see the module docstring).
 
@@ -91,10 +153,12 @@ def server(
     run at once (default: :func:`ptc.mcp._admission.default_max_runs`); up to
     ``max_queued_runs`` more wait (default: four times as many); the rest are answered
     at once with an ``isError`` result (``TOOL_UNAVAILABLE``, "busy"). A call whose HTTP
-    client disconnects is cancelled (its signal fires).
+    client disconnects is cancelled (its signal fires). ``sessions=True`` gives each MCP
+    client session a :class:`ptc.Session` of its own (see the module docstring).
     """
-    if not isinstance(scope, ptc.Scope):
-        raise ptc.UsageError("server() takes a ptc.Scope")
+    if not isinstance(scope, ptc.Scope | ptc.Session):
+        raise ptc.UsageError("server() takes a ptc.Scope or a ptc.Session")
+    clients = _ClientSessions(scope) if sessions or isinstance(scope, ptc.Session) else None
     admission = _admission(scope, max_concurrent_runs, max_queued_runs)
     bus = InMemorySubscriptionBus()
     chain = _chain(scope)
@@ -115,21 +179,25 @@ def server(
                 yield running
             finally:
                 dispose()
+                if clients is not None:
+                    clients.close()
                 for signal in list(running.signals):
                     signal.cancel("the MCP server is shutting down")
 
     async def list_tools(
         ctx: ServerRequestContext[_Running], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        await scope.prepare()  # the SDK in run_code's description, built off the event loop
-        specs = scope.model_tools(format="mcp")
+        target = clients.of(ctx) if clients is not None else scope
+        await target.prepare()  # the SDK in run_code's description, built off the event loop
+        specs = target.model_tools(format="mcp")
         return types.ListToolsResult(tools=[types.Tool.model_validate(s) for s in specs])
 
     async def call_tool(
         ctx: ServerRequestContext[_Running], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         running = ctx.lifespan_context
-        definition = scope.view().visible.get(params.name)
+        target = clients.of(ctx) if clients is not None else scope
+        definition = target.view().visible.get(params.name)
         is_run = params.name == _RUN_CODE and definition is not None
         if is_run and (busy := admission.reserve()) is not None:
             return _refused(f"ptc serve is {busy}")
@@ -143,7 +211,7 @@ def server(
                 arguments = params.arguments or {}
                 async with admission.slot(signal) if is_run else nullcontext():
                     outcome.append(
-                        await scope.call(params.name, arguments, call_id=call_id, signal=signal)
+                        await target.call(params.name, arguments, call_id=call_id, signal=signal)
                     )
             except Exception as exc:  # a host bug; the pipeline never raises for tool failures
                 logger.exception("tools/call %r failed inside ptc", params.name)
@@ -157,7 +225,7 @@ def server(
             signal.cancel("the MCP client disconnected")
 
         running.signals.add(signal)
-        dispose = _forward_output(scope, ctx, call_id) if params.name == "run_code" else None
+        dispose = _forward_output(target, ctx, call_id) if params.name == "run_code" else None
         running.group.start_soon(run)
         async with anyio.create_task_group() as watching:
             gone = _disconnected(ctx)
@@ -175,6 +243,9 @@ def server(
         result = outcome[0]
         if isinstance(result, BaseException):
             raise MCPError(types.INTERNAL_ERROR, f"ptc failed to run {params.name!r}: {result}")
+        if clients is not None and result.error is not None:
+            if result.error.code == "SESSION_EXPIRED":
+                clients.expired(ctx)
         return call_tool_result(result, definition)
 
     async def track_sessions(
@@ -212,7 +283,7 @@ async def _announce(running: _Running, bus: InMemorySubscriptionBus) -> None:
 
 
 def _admission(
-    scope: ptc.Scope, max_concurrent_runs: int | None, max_queued_runs: int | None
+    scope: Served, max_concurrent_runs: int | None, max_queued_runs: int | None
 ) -> Admission:
     for label, value, least in (
         ("max_concurrent_runs", max_concurrent_runs, 1),
@@ -246,7 +317,7 @@ def _refused(message: str) -> types.CallToolResult:
 
 
 def _forward_output(
-    scope: ptc.Scope, ctx: ServerRequestContext[_Running], call_id: str
+    scope: Served, ctx: ServerRequestContext[_Running], call_id: str
 ) -> ptc.Disposer:
     """A run's output, as it prints, to the client: progress notifications (when the client
     asked for progress) and log messages (logger ``ptc/code-output``, where the client's
@@ -268,8 +339,10 @@ def _forward_output(
     return scope.on("code/output", forward)
 
 
-def _chain(scope: ptc.Scope) -> list[ptc.Scope]:
-    """The scope and its ancestors, root first."""
+def _chain(served: Served) -> list[ptc.Scope]:
+    """The scope (a session's own) and its ancestors, root first."""
+    scope = served.scope if isinstance(served, ptc.Session) else served
+    assert isinstance(scope, ptc.Scope)
     chain = [scope]
     while (parent := chain[-1].parent) is not None:
         chain.append(parent)

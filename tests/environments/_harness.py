@@ -94,6 +94,7 @@ class Harness:
         timeout_s: float = 60.0,
         settle_s: float = 2.0,
         delegate_cgroup: bool = False,
+        overlay_tmp: bool = False,
         check: bool = True,
     ) -> HostRun:
         """Run ``script`` as a host in ``environment``; return what it printed and left.
@@ -106,8 +107,11 @@ class Harness:
         ``settle_s`` bounds the wait for the run's processes to end once the host has exited
         (those still alive then are ``survivors``). ``delegate_cgroup`` hands the run's
         cgroup to the environment's user, as systemd delegates a user's scope (it stays
-        read-only in the environments whose cgroups are). With ``check``, a non-zero exit or a
-        last line that is not a JSON object raises :class:`HostError`.
+        read-only in the environments whose cgroups are). ``overlay_tmp`` makes ``TMPDIR`` (where
+        ptc makes its scratch dirs) an overlayfs whose layers lie on two tmpfs mounts, in a
+        mount namespace of the run's own (then ``leftovers`` cannot see into it). With
+        ``check``, a non-zero exit or a last line that is not a JSON object raises
+        :class:`HostError`.
         """
         env = BY_NAME[environment]
         bad = sorted(n for n in files or {} if n in _RESERVED or "/" in n or n.startswith("."))
@@ -138,7 +142,10 @@ class Harness:
             if delegate_cgroup:
                 for path in (cgroup, *(cgroup / f for f in _DELEGATED_FILES)):
                     os.chown(path, uid, gid)
-            return self._start(env.name, directory, cgroup, uid, gid, timeout_s, settle_s, check)
+            overlay = str(directory / "tmp") if overlay_tmp else None
+            return self._start(
+                env.name, directory, cgroup, uid, gid, timeout_s, settle_s, check, overlay
+            )
         finally:
             if cgroup.exists():
                 _kill_cgroup(cgroup)
@@ -179,9 +186,12 @@ class Harness:
         timeout_s: float,
         settle_s: float,
         check: bool,
+        overlay: str | None = None,
     ) -> HostRun:
         argv = [sys.executable, "-m", "tests.environments._wrap", environment]
         argv += ["--cgroup", str(cgroup), "--cwd", str(directory)]
+        if overlay is not None:
+            argv += ["--overlay", overlay]
         if uid:
             argv += ["--uid", str(uid), "--gid", str(gid)]
         argv += ["--", str(self.python), "host.py", str(directory / "input.json")]

@@ -11,6 +11,8 @@ children) inherit the environment and cannot leave it. The steps, in the order t
    whatever this run leaves behind there, and nothing else;
 2. read-only cgroups: a private mount namespace, every mount under ``/sys/fs/cgroup``
    bind-remounted read-only (this namespace only; the machine's mounts are untouched);
+   with ``--overlay DIR``, an overlayfs on ``DIR`` in that namespace, its layers on two small
+   tmpfs mounts of their own (its files then report another device than its directories);
 3. the seccomp filter (loaded while still root, so ``no_new_privs`` is set only where the
    environment has it);
 4. ``chdir`` to ``--cwd``; ``setpriv`` drops uid, groups and capabilities and ``exec``\\ s ``CMD``.
@@ -122,6 +124,24 @@ def make_cgroups_read_only() -> None:
         _check(libc.mount(None, point.encode(), None, flags, None), f"remount {point} read-only")
 
 
+def mount_overlay(target: str) -> None:
+    """In a private mount namespace: an overlayfs on ``target`` (mode 1777, like ``/tmp``),
+    its lower and upper layers on two 128 MiB tmpfs mounts beside it (``.layers``)."""
+    libc = _libc()
+    _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
+    layers = Path(target).parent / ".layers"
+    for name in ("lower", "upper"):
+        (layers / name).mkdir(parents=True)
+        where = str(layers / name).encode()
+        _check(libc.mount(b"tmpfs", where, b"tmpfs", 0, b"size=128m,mode=1777"), "mount tmpfs")
+    for name in ("upper/data", "upper/work"):
+        (layers / name).mkdir(mode=0o1777)
+        (layers / name).chmod(0o1777)
+    options = f"lowerdir={layers}/lower,upperdir={layers}/upper/data,workdir={layers}/upper/work"
+    _check(libc.mount(b"overlay", target.encode(), b"overlay", 0, options.encode()), "overlay")
+
+
 DEPLOYMENT_DOC = Path(__file__).resolve().parents[2] / "docs" / "deployment.md"
 
 
@@ -194,6 +214,7 @@ def main(argv: Sequence[str]) -> None:
     parser.add_argument("--cwd", required=True, help="working directory of the command")
     parser.add_argument("--uid", type=int, help="uid of a non-root environment")
     parser.add_argument("--gid", type=int, help="gid of a non-root environment")
+    parser.add_argument("--overlay", help="mount an overlayfs on this directory first")
     argv = list(argv)
     if "--" not in argv:
         parser.error("no command: end the options with -- CMD ARGS...")
@@ -207,6 +228,8 @@ def main(argv: Sequence[str]) -> None:
     join_cgroup(args.cgroup)
     if env.cgroups_read_only:
         make_cgroups_read_only()
+    if args.overlay:
+        mount_overlay(args.overlay)
     if env.seccomp != "none":
         load_seccomp(env)
     os.chdir(args.cwd)

@@ -237,6 +237,7 @@ async def test_serve_over_streamable_http_follows_list_changed(tmp_path: Path) -
         (["--http", "0.0.0.0:0"], "give --token-file FILE and --allow-host HOST (or --no-auth"),
         (["--http", "0.0.0.0:0", "--allow-host", "h"], "not a loopback address"),
         (["--http", "0.0.0.0:0", "--token-file", "nope"], "--token-file: cannot read the token"),
+        (["--http", "127.0.0.1:0", "--allow-host", "http://h"], "allowed_hosts: not a host"),
         (["--token-file", "t", "--no-auth"], "--token-file, --no-auth apply to --http only"),
         (["--http", "127.0.0.1:0", "--no-auth", "--token-file", "t"], "contradict each other"),
         (["--mount-timeout", "0"], "positive number of seconds"),
@@ -297,3 +298,38 @@ def test_serve_require_none_accepts_a_short_host_whose_error_names_it(envsim: Ha
     assert "(ptc run / ptc serve: --require " in out["default"]["text"]
     assert out["relaxed"]["is_error"] is False
     assert out["relaxed"]["structured"] == {"result": 1, "stdout": ""}
+
+
+async def test_two_clients_of_one_http_server_each_have_their_own_session(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "served_tools.py").write_text(TOOLS)
+    command = [sys.executable, "-m", "ptc", "serve", "served_tools:register",
+               "--http", "127.0.0.1:0"]  # fmt: skip
+    process = await anyio.open_process(command, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    try:
+        assert process.stderr is not None
+        url = (await first_line(process.stderr)).split(" at ", 1)[1].split()[0]
+        async with (
+            streamable_http_client(url) as one_streams,
+            ClientSession(*one_streams) as one,
+            streamable_http_client(url) as two_streams,
+            ClientSession(*two_streams) as two,
+        ):
+            await one.initialize()
+            await two.initialize()
+            (spec,) = (await one.list_tools()).tools
+            assert "reset" in spec.input_schema["properties"] and "persist" in (
+                spec.description or ""
+            )
+            await one.call_tool("run_code", {"code": "who = tools.shout(text='one')"})
+            await two.call_tool("run_code", {"code": "who = 'two'"})
+            mine = await one.call_tool("run_code", {"code": "return who"})
+            theirs = await two.call_tool("run_code", {"code": "return who"})
+            assert mine.structured_content == {"result": "ONE", "stdout": ""}
+            assert theirs.structured_content == {"result": "two", "stdout": ""}
+            assert mine.meta is not None and theirs.meta is not None
+            ids = {m["ptc/run"]["session"]["id"] for m in (mine.meta, theirs.meta)}
+            assert len(ids) == 2
+    finally:
+        await stop(process)

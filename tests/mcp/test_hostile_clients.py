@@ -26,21 +26,11 @@ import ptc
 from ptc import mcp as ptc_mcp
 from tests._typing import data
 
-from .conftest import wait_for
+from .conftest import INITIALIZE, serving, wait_for
 
 pytestmark = pytest.mark.anyio
 
 TOKEN = "a-test-token-0123456789abcdef"
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "probe", "version": "1"},
-    },
-}
 ACCEPT = {"accept": "application/json, text/event-stream"}
 
 
@@ -53,29 +43,6 @@ def coder(runtime: ptc.ToolRuntime) -> ptc.Scope:
     scope = runtime.scope("coder")
     scope.present_as("both")
     return scope
-
-
-@asynccontextmanager
-async def serving(scope: ptc.Scope, **options: Any) -> AsyncIterator[str]:
-    """``serve(scope, "streamable-http", port=0, **options)`` in a task; yields a URL on
-    127.0.0.1 (the server may listen on 0.0.0.0)."""
-    urls: list[str] = []
-    ready = anyio.Event()
-
-    def on_ready(url: str) -> None:
-        urls.append(url)
-        ready.set()
-
-    async with anyio.create_task_group() as group:
-        options.setdefault("host", "127.0.0.1")
-        group.start_soon(
-            lambda: ptc_mcp.serve(scope, "streamable-http", port=0, ready=on_ready, **options)
-        )
-        with anyio.fail_after(20):
-            await ready.wait()
-        port = urls[0].rsplit(":", 1)[1].split("/")[0]
-        yield f"http://127.0.0.1:{port}/mcp"
-        group.cancel_scope.cancel()
 
 
 @asynccontextmanager
@@ -161,19 +128,6 @@ async def test_insecure_no_auth_serves_anyone_and_says_so(caplog: pytest.LogCapt
             async with serving(scope, host="0.0.0.0", insecure_no_auth=True) as url:
                 assert (await raw_initialize(url)).status_code == 200
         assert "without authentication (insecure_no_auth=True)" in caplog.text
-
-
-def test_a_bearer_token_is_long_read_from_a_file_and_never_shown(tmp_path: Path) -> None:
-    for weak in ("", "short", "has spaces in it, sixteen+"):
-        with pytest.raises(ptc.ConfigurationError, match="at least 16 printable characters"):
-            ptc_mcp.BearerToken(weak)
-    (tmp_path / "token").write_text(f"  {TOKEN}\n")
-    token = ptc_mcp.BearerToken.from_file(tmp_path / "token")
-    assert TOKEN not in repr(token)
-    assert anyio.run(token.verify_token, TOKEN) is not None
-    assert anyio.run(token.verify_token, TOKEN + "x") is None
-    with pytest.raises(ptc.ConfigurationError, match="cannot read the token file"):
-        ptc_mcp.BearerToken.from_file(tmp_path / "missing")
 
 
 # -- how many runs at once ----------------------------------------------------------------

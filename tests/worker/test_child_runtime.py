@@ -152,6 +152,7 @@ def _drive(
                     "sdk_module": "" if preload else sdk,
                     "profile": profile,
                     "limits": dataclasses.asdict(limits),
+                    "session": None,
                 }
                 host.sendall(encode(start))
             elif frame["type"] == "call":

@@ -45,7 +45,9 @@ START: dict[str, Any] = {
         "result_bytes": 1048576,
         "max_calls": 1000,
         "max_parallel_calls": 10,
+        "session_mib": 16,
     },
+    "session": None,
 }
 RESULT: dict[str, Any] = {"type": "result", "id": 3, "ok": True, "value": None}
 READY: dict[str, Any] = {"type": "ready", "pid": 12, "enforcement": {}}

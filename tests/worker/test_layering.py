@@ -3,10 +3,11 @@
 Every import counts: module level, under ``TYPE_CHECKING`` and inside functions. The rules:
 no import cycle between worker's modules; ``worker`` never imports ``ptc``; the child side
 (``worker._child``) and everything it pulls in from the rest of ``worker`` (only the group
-the architecture doc shares between host and child) import only the standard library and
-RestrictedPython, which the zygote preloads; no module reads another object's private
-attributes; the doc lists the real order, and its groups are the folders (the Ray bridge
-entered only through ``worker.ray``).
+the architecture doc shares between host and child) import only the standard library,
+RestrictedPython and cloudpickle, which the zygote preloads; no module reads another
+object's private attributes; the doc lists the real order, and its groups are the folders
+(the Ray bridge entered only through ``worker.ray``); only the child's session codec
+imports an object deserializer, and nothing the host loads brings it along.
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ GROUPS = documented_groups("The worker package", "worker")
 CHILD = "worker._child"
 CHILD_MAY_IMPORT = set(next(g for g in GROUPS if g.title == "Shared by host and child").modules)
 """The host-side modules the child loads (the doc's group shared by host and child): plain
-data, the framing and the frame schemas."""
-CHILD_THIRD_PARTY = {"RestrictedPython"}
-ZYGOTE_THIRD_PARTY = {"RestrictedPython", "pyseccomp"}
-"""The keeper and child processes also load pyseccomp, to install the seccomp filter."""
+data, the framing, a session state's frames and the frame schemas."""
+CHILD_THIRD_PARTY = {"RestrictedPython", "cloudpickle"}
+ZYGOTE_THIRD_PARTY = {"RestrictedPython", "pyseccomp", "cloudpickle"}
+"""The keeper and child processes also load pyseccomp (the seccomp filter) and cloudpickle
+(a session's state)."""
 PRIVATE_OK = {("os", "_exit")}
 """Private names of other modules that are documented API (``os._exit`` in a forked child)."""
 
@@ -197,7 +199,7 @@ def test_the_zygote_preloads_every_worker_module_a_child_may_import() -> None:
     assert CHILD_THIRD_PARTY <= set(PRELOAD)
 
 
-def test_the_zygote_and_keeper_import_only_the_stdlib_restrictedpython_and_pyseccomp() -> None:
+def test_the_zygote_and_keeper_import_only_the_stdlib_and_what_they_preload() -> None:
     for module in sorted(closure("worker._zygote")):
         foreign = external(module) - set(sys.stdlib_module_names) - ZYGOTE_THIRD_PARTY
         assert not foreign, f"{module} imports {sorted(foreign)}"
@@ -236,6 +238,7 @@ def test_every_subpackage_is_a_group_of_the_doc_holding_its_modules() -> None:
         "worker._errors",
         "worker._framing",
         "worker._messages",
+        "worker._state",
     }
     assert folder_problems(GROUPS, MODULES, subpackages) == []
 
@@ -247,3 +250,52 @@ def test_the_ray_bridge_is_imported_only_through_worker_ray() -> None:
     graph = worker_graph()
     graph["worker._backend"].add("worker._ray._wire")
     assert entry_problems(GROUPS, graph)  # a breach would be found
+
+
+DESERIALIZERS = {"pickle", "_pickle", "cloudpickle", "dill", "marshal", "shelve", "jsonpickle"}
+"""Modules that turn bytes into arbitrary objects (some by running code the bytes name)."""
+SESSION_CODEC = "worker._child._session"
+"""The one module that deserializes a session's state, inside the contained child."""
+
+
+def _foreign_imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.partition(".")[0])
+    return found
+
+
+def loaded_with(module: str) -> set[str]:
+    """The worker modules importing ``module`` loads (module-level imports, transitively;
+    a function-level import runs only where the function does: the zygote's
+    ``precompile_sdk`` imports the child runtime in the zygote, not in the host)."""
+    seen = {module}
+    todo = [module]
+    while todo:
+        for name in module_level_imports(todo.pop()) - seen:
+            seen.add(name)
+            todo.append(name)
+    return seen
+
+
+def test_only_the_childs_session_codec_imports_an_object_deserializer() -> None:
+    """No module of ptc, sdkgen or worker but ``_child._session`` imports pickle, marshal,
+    cloudpickle or their kind, and no module the host loads brings that one along: a
+    session's state is deserialized only inside the contained child (docs/security.md)."""
+    importers = set()
+    for package in ("ptc", "sdkgen", "worker"):
+        for path in sorted((ROOT.parent / package).rglob("*.py")):
+            if _foreign_imports(path) & DESERIALIZERS:
+                importers.add(str(path.relative_to(ROOT.parent)))
+    assert importers == {"worker/_child/_session.py"}
+    host = ["worker", "worker.testing", "worker.ray"]
+    reaching = sorted(m for m in host if SESSION_CODEC in loaded_with(m))
+    assert reaching == [], reaching
+
+
+def test_a_host_module_reaching_the_codec_would_be_found() -> None:
+    assert SESSION_CODEC in loaded_with("worker._child._runtime")
+    assert SESSION_CODEC in loaded_with("worker._child")

@@ -23,6 +23,7 @@ from worker._messages import (
     validate_frame,
     validate_host_frame,
 )
+from worker._state import STATE_CHUNK_CHARS
 
 LIMITS = {
     "wall_seconds": 30.0,
@@ -34,6 +35,7 @@ LIMITS = {
     "result_bytes": 1048576,
     "max_calls": 1000,
     "max_parallel_calls": 10,
+    "session_mib": 16,
 }
 FULL = {"level": "full", "mechanism": "Landlock", "gap": ""}
 
@@ -50,11 +52,36 @@ VALID_CHILD: list[dict[str, Any]] = [
     },
     {"type": "done", "ok": True, "value": {"k": [1, 2.5, "s", False, None]}},
     {"type": "done", "ok": False, "kind": "exception", "detail": "Traceback"},
+    {"type": "state", "data": "cHRjLXNlc3Npb24="},
+    {"type": "saved", "bytes": 3, "names": ["x"], "dropped": [], "problem": ""},
+    {
+        "type": "saved",
+        "bytes": 0,
+        "names": ["rows", "g"],
+        "dropped": [{"name": "g", "reason": "a generator"}],
+        "problem": "over Limits.session_mib",
+    },
 ]
 VALID_HOST: list[dict[str, Any]] = [
     {"type": "limits", "cpu_seconds": 2.5, "data_mib": 512, "as_mib": 1536},
     {"type": "sdk", "module": "tools = None"},
-    {"type": "start", "code": "return 1", "sdk_module": "", "profile": "python", "limits": LIMITS},
+    {
+        "type": "start",
+        "code": "return 1",
+        "sdk_module": "",
+        "profile": "python",
+        "limits": LIMITS,
+        "session": None,
+    },
+    {
+        "type": "start",
+        "code": "x",
+        "sdk_module": "",
+        "profile": "restricted",
+        "limits": LIMITS,
+        "session": {"bytes": 12},
+    },
+    {"type": "state", "data": "cHRj"},
     {"type": "result", "id": 3, "ok": True, "value": None},
     {"type": "result", "id": 3, "ok": False, "code": "DENIED", "message": "no"},
 ]
@@ -83,6 +110,13 @@ INVALID_CHILD: list[object] = [
     {"type": "done", "ok": 1, "value": 1},
     {"type": "done", "ok": False, "kind": "timeout", "detail": "x"},
     {"type": "done", "ok": True, "value": 1, "kind": "exception"},
+    {"type": "state", "data": 5},
+    {"type": "state", "data": "x" * (STATE_CHUNK_CHARS + 1)},
+    {"type": "saved", "bytes": -1, "names": [], "dropped": [], "problem": ""},
+    {"type": "saved", "bytes": 1, "names": [1], "dropped": [], "problem": ""},
+    {"type": "saved", "bytes": 1, "names": [], "dropped": [{"name": "g"}], "problem": ""},
+    {"type": "saved", "bytes": 1, "names": ["n"] * 10_001, "dropped": [], "problem": ""},
+    {"type": "saved", "bytes": 1, "names": [], "dropped": []},
 ]
 INVALID_HOST: list[object] = [
     {"type": "ready", "pid": 1, "enforcement": {}},
@@ -102,6 +136,23 @@ INVALID_HOST: list[object] = [
     },
     {"type": "result", "id": "1", "ok": True, "value": 1},
     {"type": "result", "id": 1, "ok": False, "code": "X"},
+    {"type": "saved", "bytes": 1, "names": [], "dropped": [], "problem": ""},
+    {
+        "type": "start",
+        "code": "",
+        "sdk_module": "",
+        "profile": "python",
+        "limits": LIMITS,
+        "session": {"bytes": -1},
+    },
+    {
+        "type": "start",
+        "code": "",
+        "sdk_module": "",
+        "profile": "python",
+        "limits": LIMITS,
+        "session": "state",
+    },
 ]
 
 
@@ -139,8 +190,14 @@ def test_the_examples_cover_every_frame_type_and_both_ok_variants(sender: Sender
             assert {f["ok"] for f in examples if f["type"] == kind} == {True, False}, kind
 
 
+BOTH_WAYS = {"state"}
+"""A session's state crosses in both directions, in the same frames."""
+
+
 @pytest.mark.parametrize(
-    ("sender", "frame"), [("host", f) for f in VALID_CHILD] + [("child", f) for f in VALID_HOST]
+    ("sender", "frame"),
+    [("host", f) for f in VALID_CHILD if f["type"] not in BOTH_WAYS]
+    + [("child", f) for f in VALID_HOST if f["type"] not in BOTH_WAYS],
 )
 def test_a_frame_is_valid_from_one_sender_only(sender: Sender, frame: dict[str, Any]) -> None:
     with pytest.raises(ProtocolError, match=f"unknown {sender} frame type"):

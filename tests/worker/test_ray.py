@@ -38,6 +38,7 @@ from ray.cluster_utils import Cluster
 
 import ptc
 from ptc._decisions import ApprovalAnswer
+from tests._typing import data
 from tests.security._support import (
     SDK,
     cgroup_bases,
@@ -384,6 +385,20 @@ async def test_a_deferred_approval_suspends_and_the_resumed_run_replays_on_the_c
     assert value["result"] == "wrote 5" and ran == ["read", "write"]  # read replayed, not rerun
     resumed_meta: Any = resumed.meta
     assert resumed_meta["stats"]["node"].partition("@")[0] in alive_node_ids()
+
+
+async def test_a_session_carries_its_state_by_value_across_the_cluster(
+    rt: ptc.ToolRuntime,
+) -> None:
+    scope = rt.scope("ray-session")
+    scope.present_as("code")
+    session = scope.session()
+    await session.run_code("total = tools.add(a=1, b=2)\ndef twice(x):\n    return 2 * x")
+    for _ in range(3):  # each run may land on any node: the state travels with it
+        step = await session.run_code("total = twice(total)\nreturn total")
+        assert not step.is_error, step.text
+    assert data(step.value)["result"] == 24
+    assert data(step.meta)["session"]["version"] == 4
 
 
 async def test_a_failed_run_through_the_runtime_names_kind_and_keeps_output(

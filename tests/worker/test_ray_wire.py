@@ -29,6 +29,7 @@ from worker import (
     RunOutcome,
     RunRequest,
     RunStats,
+    SessionSave,
 )
 from worker._ray._wire import (
     calls_event,
@@ -62,6 +63,25 @@ def test_a_run_request_survives_the_trip(code: str, sdk: str, profile: str) -> N
     text = encode_request(request)
     assert isinstance(text, str)
     assert decode_request(text) == request
+
+
+@given(state=st.binary(max_size=4096) | st.none())
+def test_a_sessions_state_travels_by_value(state: bytes | None) -> None:
+    request = RunRequest(code="x", sdk_module="", session=state)
+    assert decode_request(encode_request(request)) == request
+    saved = SessionSave(blob=state, names=("x",), dropped=(("g", "a generator"),), problem="")
+    (event,) = decode_events(encode_events([outcome_event(RunOutcome(ok=True, session=saved))]))
+    assert decode_outcome(event, "n").session == saved
+
+
+def test_a_state_over_session_mib_from_a_node_is_refused() -> None:
+    saved = SessionSave(blob=b"x" * 2048)
+    (event,) = decode_events(encode_events([outcome_event(RunOutcome(ok=True, session=saved))]))
+    with pytest.raises(ProtocolError, match="over 1024 bytes"):
+        decode_outcome(event, "n", session_bytes=1024)
+    event["session"]["blob"] = "not base64!"
+    with pytest.raises(ProtocolError, match="not base64"):
+        decode_outcome(event, "n")
 
 
 @given(require=st.sets(st.sampled_from(DIMENSIONS)), landlock=st.booleans(), pool=st.integers(0, 5))

@@ -3,6 +3,8 @@ watcher, so each test reads exactly what the keeper saw after each step."""
 
 from __future__ import annotations
 
+import ctypes
+import encodings.ascii  # noqa: F401 - as uid 65534 it could not be imported (under /root)
 import errno
 import json
 import os
@@ -10,6 +12,7 @@ import resource
 import shutil
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -47,10 +50,38 @@ def _step(op: str, *args: Any) -> Any:
     elif op == "touch":  # touch(prefix, n): n empty files
         for i in range(args[1]):
             open(f"{args[0]}{i}", "w").close()
+    elif op == "map":  # map(mib): an O_TMPFILE file of mib MiB, filled through a mapping
+        fd = os.open(".", os.O_TMPFILE | os.O_RDWR, 0o600)
+        size = args[0] * MIB
+        os.ftruncate(fd, size)
+        address = _libc.mmap(None, size, 3, 1, fd, 0)  # shared, read-write; no dup'd fd
+        ctypes.memset(address, 1, size)
+        _maps.append((address, size))
+        _held.append(fd)
+    elif op == "unmap":  # remove every mapping
+        while _maps:
+            _libc.munmap(*_maps.pop())
+    elif op == "xattr":  # xattr(name): an attribute past the inode's room (ext4: a block)
+        os.setxattr(args[0], "user.k", b"v" * 3000)
+    elif op == "mkdirs":  # mkdirs(prefix, n): n empty directories
+        for i in range(args[1]):
+            os.mkdir(f"{args[0]}{i}")
     return None
 
 
 _held: list[int] = []
+_maps: list[tuple[int, int]] = []
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = (
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_long,
+)
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 
 
 def _only_fds(*keep: int) -> None:
@@ -112,6 +143,7 @@ class Writer:
 def scratch() -> Iterator[tuple[Writer, ScratchQuota]]:
     folder = tempfile.mkdtemp(prefix="ptc-quota-test-")
     writer = Writer(folder)
+    writer.take("release")  # answered: it has closed the test runner's files (not its to count)
     quota = ScratchQuota(folder, writer.pid, LIMIT)
     yield writer, quota
     quota.close()
@@ -202,3 +234,67 @@ def test_too_many_names_make_the_keeper_kill(
     seen = _steps(writer, quota, ("touch", "f", 40), ("touch", "g", 20))
     assert seen[0][2] == ""
     assert "more than 50 files and directories" in seen[1][2]
+
+
+def test_a_file_only_mapped_counts_until_unmapped(scratch: tuple[Writer, ScratchQuota]) -> None:
+    # No name, and once "release" closed its fd, nothing but the mapping holds it.
+    writer, quota = scratch
+    seen = _steps(writer, quota, ("map", 3), ("release",), ("write", "a", 4), ("unmap",))
+    assert [total for _, total, _ in seen] == [3, 3, 7, 4]
+
+
+def test_attributes_and_directories_take_blocks(scratch: tuple[Writer, ScratchQuota]) -> None:
+    writer, quota = scratch
+    start = quota.total
+    writer.take("touch", "x", 1)
+    quota.check()
+    writer.take("xattr", "x0")  # IN_ATTRIB: the file takes its attribute's block
+    quota.check()
+    assert quota.total - start >= 4096
+    before = quota.total
+    writer.take("mkdirs", "d", 64)
+    quota.check()
+    assert quota.total - before >= 64 * 4096  # a block each (and the scratch dir grew)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another uid")
+def test_a_child_closed_to_its_keeper_from_the_start_is_counted_by_name() -> None:
+    # Without Landlock a child is not made dumpable: its keeper (uid 65534 here, the child
+    # this root test process) never sees its fds. Without the gate the count keeps to
+    # names; with it, the quota is not set up at all (a hard quota it could not keep).
+    tmp_path = Path(tempfile.mkdtemp(prefix="ptc-quota-test-"))  # reachable by uid 65534
+    os.chown(tmp_path, 65534, 65534)
+    child = os.getpid()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+            quota = ScratchQuota(str(tmp_path), child, LIMIT)
+            (tmp_path / "f").write_bytes(b"x" * MIB)
+            reason = quota.check()
+            found: dict[str, Any] = {
+                "names_only": quota.names_only,
+                "mib": quota.total // MIB,
+                "reason": reason,
+            }
+            try:
+                ScratchQuota(str(tmp_path), child, LIMIT, refuse_growth=False)
+                found["gated"] = "set up"
+            except OSError as exc:
+                found["gated"] = str(exc)
+        except BaseException as exc:
+            found = {"error": repr(exc)}
+        os.write(write, json.dumps(found).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as fh:
+        found = json.loads(fh.read())
+    os.waitpid(pid, 0)
+    shutil.rmtree(tmp_path)
+    assert "error" not in found, found
+    assert found["names_only"].startswith("cannot list /proc/"), found
+    assert found["mib"] == 1 and found["reason"] == "", found
+    assert "cannot list /proc/" in found["gated"], found

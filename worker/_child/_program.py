@@ -46,8 +46,13 @@ def run_program(
     print_fn: Callable[..., None] | None = None,
     write: Callable[[str], object] | None = None,
     stopped: Callable[[], ProgramStop | None] = lambda: None,
+    namespace: dict[str, Any] | None = None,
 ) -> ProgramResult:
     """Compile ``code`` for ``profile`` and run it with the SDK ``names`` as globals.
+
+    ``namespace`` is the dict the program runs in (a session's restored globals, which the
+    builtins and the SDK ``names`` are added to; it holds the program's globals after);
+    a fresh one when ``None``.
 
     ``print_fn`` replaces ``print`` in the python profile (the in-process fake needs it;
     the child captures ``sys.stdout`` instead); ``write`` is the restricted profile's
@@ -64,7 +69,8 @@ def run_program(
         from ._restricted import printing_to, recording_violations, restricted_globals
 
         sink = write if write is not None else (lambda text: print(text, end=""))
-        env = restricted_globals(names=names, write=sink)
+        env = {} if namespace is None else namespace
+        env.update(restricted_globals(names=names, write=sink))
         with recording_violations() as record, printing_to(sink):
             result = _run_module(compiled, env, code, sink)
         violations = record
@@ -72,7 +78,8 @@ def run_program(
         table: object = builtins
         if print_fn is not None:  # in a copy of the builtins: globals() stays the program's
             table = {**vars(builtins), "print": print_fn}
-        env = {"__builtins__": table, "__name__": "__main__", "__doc__": None, **names}
+        env = {} if namespace is None else namespace
+        env.update({"__builtins__": table, "__name__": "__main__", "__doc__": None, **names})
         result = _run_module(compiled, env, code, _stderr_writer(print_fn))
     # A limit's stop, then a guard's violation, win even if the program swallowed them.
     stop = stopped() or (violations[0] if violations else None)

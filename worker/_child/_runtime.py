@@ -17,17 +17,25 @@ from typing import Any, NoReturn
 
 from .._errors import ProtocolError
 from .._framing import encode, scrub_text
-from .._messages import MAX_LOG_MESSAGE_CHARS, MAX_LOG_NAME_CHARS
-from .._types import Limits
+from .._messages import (
+    MAX_LOG_MESSAGE_CHARS,
+    MAX_LOG_NAME_CHARS,
+    MAX_SAVED_NAME_CHARS,
+    MAX_SAVED_NAMES,
+    MAX_SAVED_TEXT_CHARS,
+)
+from .._state import StateReceiver, state_frames
+from .._types import SESSION_SAVED_KINDS, Limits
+from ._carry import SDK_NAMES
 from ._limits import apply_limits
 from ._outcome import ProgramResult, ProgramStop, cap_text, check_result
 from ._program import run_program
+from ._session import RestoreError, Saved, restore, save
 from ._transport import Channel, ChannelTransport
 
 _EXIT_BAD_START = 71
 _EXIT_CRASH = 72
 _FLUSH_BYTES = 8192
-_SDK_NAMES = ("tools", "parallel", "catalog", "ToolCallError")
 PRECOMPILED_SDKS = 4
 """How many SDK modules the zygote keeps compiled (the most recent ones)."""
 _PRECOMPILED: dict[str, CodeType] = {}
@@ -186,6 +194,8 @@ def _warm_up() -> None:
     write (reference counts, mostly) are copied from the zygote's now, not during the run
     (about 0.3 ms of page faults here; the price is about 0.35 MiB more per pooled child).
     Nothing of it is left where a program could see it."""
+    # Not a session's save and restore: most runs have none, and each pooled child would
+    # hold the pages they touch (about 0.3 MiB more PSS).
     run_program("x = [1]\nx", profile="python", names={}, result_bytes=1 << 20)
     check_result({"a": [1, "b", 1.5, None, True]}, result_bytes=1 << 20)
     encode({"type": "done", "ok": True, "value": 1})
@@ -251,18 +261,89 @@ def run_started(
         return ProgramResult.failure("exception", f"the SDK module failed to load: {sdk.error!r}")
     names = sdk.names
     names["__transport__"] = transport
+    sdk_names = {k: names[k] for k in SDK_NAMES if k in names}
+    session = start["session"]
+    namespace: dict[str, Any] | None = None
+    if session is not None:
+        blob = _receive_state(channel, session["bytes"])
+        try:
+            namespace = restore(
+                blob, profile=start["profile"], sdk=sdk_names, files_root=os.getcwd()
+            )
+        except RestoreError as exc:
+            return ProgramResult.failure(
+                "exception",
+                f"the session's state could not be restored ({exc}); the program did not "
+                "run. Run it with reset=true to start from an empty session",
+            )
 
     def stopped() -> ProgramStop | None:
         return writer.stop or (stops[0] if stops else None)
 
     try:
-        return run_program(
+        result = run_program(
             start["code"],
             profile=start["profile"],
-            names={k: names[k] for k in _SDK_NAMES if k in names},
+            names=sdk_names,
             result_bytes=limits.result_bytes,
             write=stdout.write,
             stopped=stopped,
+            namespace=namespace,
         )
     finally:
         writer.flush()
+    if namespace is not None and (result.ok or result.kind in SESSION_SAVED_KINDS):
+        try:
+            saved = save(
+                namespace,
+                profile=start["profile"],
+                sdk=sdk_names,
+                files_root=os.getcwd(),
+                max_bytes=limits.session_mib * 1024 * 1024,
+            )
+        except Exception as exc:  # noqa: BLE001 - a file the program made unreadable, ...
+            saved = Saved(None, problem=f"the state could not be saved: {exc!r}")
+        _send_state(channel, saved)
+    return result
+
+
+def _receive_state(channel: Channel, size: int) -> bytes:
+    """The state the host announced in ``start`` (``size`` bytes), from its ``state``
+    frames; anything else from the host breaks the protocol (the child exits)."""
+    receiver = StateReceiver(size)
+    while receiver.received < size:
+        frame = channel.recv()
+        if frame["type"] != "state":
+            os._exit(_EXIT_BAD_START)
+        try:
+            receiver.feed(frame["data"])
+        except ProtocolError:
+            os._exit(_EXIT_BAD_START)
+    return receiver.blob()
+
+
+def _name(text: str) -> str:
+    return scrub_text(cap_text(text, MAX_SAVED_NAME_CHARS - 64))
+
+
+def _text(text: str) -> str:
+    return scrub_text(cap_text(text, MAX_SAVED_TEXT_CHARS - 64))
+
+
+def _send_state(channel: Channel, saved: Saved) -> None:
+    """The saved state's ``state`` frames, then ``saved`` (before ``done``)."""
+    blob = saved.blob or b""
+    for frame in state_frames(blob):
+        channel.send_encoded(frame)
+    channel.send(
+        {
+            "type": "saved",
+            "bytes": len(blob),
+            "names": [_name(n) for n in saved.names[:MAX_SAVED_NAMES]],
+            "dropped": [
+                {"name": _name(n), "reason": _text(r)}
+                for n, r in saved.dropped[:MAX_SAVED_NAMES]
+            ],
+            "problem": _text(saved.problem),
+        }
+    )

@@ -25,7 +25,7 @@ from ray.exceptions import RayActorError, RayError
 from .._abc import CallHandler, StdoutListener
 from .._errors import ProtocolError, WorkerError
 from .._output import OutputCapture
-from .._types import CallRequest, FailureKind, RunOutcome, RunRequest, RunStats
+from .._types import MIB, CallRequest, FailureKind, RunOutcome, RunRequest, RunStats
 from ._nodes import Node
 from ._wire import (
     Event,
@@ -150,7 +150,9 @@ class RemoteRun:
             record = event["record"]
             logging.getLogger(record["name"]).handle(logging.makeLogRecord(record))
         else:
-            self.outcome = decode_outcome(event, self.node.name)
+            self.outcome = decode_outcome(
+                event, self.node.name, self.request.limits.session_mib * MIB
+            )
             return True
         return False
 

@@ -13,6 +13,7 @@ module imports neither Ray nor anything that starts processes.
 
 from __future__ import annotations
 
+import binascii
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
@@ -22,6 +23,7 @@ from .._errors import ProtocolError
 from .._types import (
     DIMENSIONS,
     FAILURE_KINDS,
+    MIB,
     CallReply,
     CallRequest,
     Containment,
@@ -32,6 +34,7 @@ from .._types import (
     RunOutcome,
     RunRequest,
     RunStats,
+    SessionSave,
 )
 
 Event: TypeAlias = dict[str, Any]
@@ -88,6 +91,7 @@ def encode_request(request: RunRequest) -> str:
             "sdk_module": request.sdk_module,
             "profile": request.profile,
             "limits": dataclasses.asdict(request.limits),
+            "session": None if request.session is None else _b64(request.session),
         }
     )
 
@@ -101,12 +105,29 @@ def decode_request(text: str) -> RunRequest:
         limits = Limits(**_field(data, "limits", dict, "request"))
     except (TypeError, ValueError) as exc:
         raise ProtocolError(f"request.limits: {exc}") from exc
+    session = _field(data, "session", (str, type(None)), "request")
     return RunRequest(
         code=_field(data, "code", str, "request"),
         sdk_module=_field(data, "sdk_module", str, "request"),
         profile=profile,
         limits=limits,
+        session=None if session is None else _unb64(session, limits.session_mib * MIB),
     )
+
+
+def _b64(blob: bytes) -> str:
+    return binascii.b2a_base64(blob, newline=False).decode("ascii")
+
+
+def _unb64(text: str, limit: int) -> bytes:
+    """A session's state by value (strict base64, at most ``limit`` bytes): opaque bytes,
+    never parsed here."""
+    if len(text) > 4 * ((limit + 2) // 3):
+        raise ProtocolError(f"session: a state over {limit} bytes")
+    try:
+        return binascii.a2b_base64(text, strict_mode=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ProtocolError(f"session: not base64: {exc}") from None
 
 
 def encode_replies(batch: int, replies: Sequence[CallReply]) -> str:
@@ -160,7 +181,38 @@ def outcome_event(outcome: RunOutcome) -> Event:
         "output": {"text": out.text, "total_bytes": out.total_bytes, "truncated": out.truncated},
         "enforcement": outcome.enforcement_json(),
         "stats": outcome.stats.as_json(),
+        "session": None if outcome.session is None else _saved_json(outcome.session),
     }
+
+
+def _saved_json(saved: SessionSave) -> dict[str, Any]:
+    return {
+        "blob": None if saved.blob is None else _b64(saved.blob),
+        "names": list(saved.names),
+        "dropped": [list(item) for item in saved.dropped],
+        "problem": saved.problem,
+    }
+
+
+def decode_saved(data: object, limit: int) -> SessionSave | None:
+    """The state a run on a node saved (``None``: none); its blob at most ``limit`` bytes."""
+    if data is None:
+        return None
+    _want(data, dict, "outcome.session")
+    assert isinstance(data, dict)
+    blob = _field(data, "blob", (str, type(None)), "outcome.session")
+    names = _field(data, "names", list, "outcome.session")
+    dropped = _field(data, "dropped", list, "outcome.session")
+    if not all(type(n) is str for n in names) or not all(
+        type(d) is list and len(d) == 2 and all(type(x) is str for x in d) for d in dropped
+    ):
+        raise ProtocolError("outcome.session: names and dropped are strings")
+    return SessionSave(
+        blob=None if blob is None else _unb64(blob, limit),
+        names=tuple(names),
+        dropped=tuple((d[0], d[1]) for d in dropped),
+        problem=_field(data, "problem", str, "outcome.session"),
+    )
 
 
 def encode_events(events: Sequence[Event]) -> str:
@@ -229,8 +281,9 @@ def decode_enforcement(data: object, node: str) -> dict[Dimension, Enforcement]:
     return report
 
 
-def decode_outcome(event: Event, node: str) -> RunOutcome:
-    """The run's outcome from an ``outcome`` event, with ``node`` named in it."""
+def decode_outcome(event: Event, node: str, session_bytes: int = 16 * MIB) -> RunOutcome:
+    """The run's outcome from an ``outcome`` event, with ``node`` named in it (a saved
+    session state at most ``session_bytes``)."""
     ok = _field(event, "ok", bool, "outcome")
     kind = event.get("kind")
     if ok and kind is not None or not ok and kind not in FAILURE_KINDS:
@@ -255,4 +308,5 @@ def decode_outcome(event: Event, node: str) -> RunOutcome:
             peak_memory_kib=_field(stats, "peak_memory_kib", (int, type(None)), "outcome.stats"),
             node=node,
         ),
+        session=decode_saved(event.get("session"), session_bytes),
     )
