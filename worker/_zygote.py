@@ -34,6 +34,7 @@ import importlib
 import json
 import mmap
 import os
+import random
 import select
 import signal
 import socket
@@ -214,6 +215,7 @@ class _Zygote:
         the zygote's to close."""
         from ._confine import child_main
         from ._domain import next_pid_namespace
+        from ._syscalls import fork_bare
 
         if len(fds) != 2:
             for fd in fds:
@@ -230,7 +232,7 @@ class _Zygote:
                 self.static["namespace_error"] = f"no pid namespace ({exc})"
         parent = 0 if cfg["pidns"] else os.getpid()
         try:
-            pid = os.fork()
+            pid = fork_bare()
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.write(line_fd, SpawnFailed(error=f"fork failed: {exc}").to_line())
@@ -238,6 +240,7 @@ class _Zygote:
             os.close(line_fd)
             return
         if pid == 0:
+            random.seed()  # os.fork's hook, which fork_bare skips
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -320,3 +320,11 @@ async def test_two_backends_in_one_process_each_get_their_own_cgroups() -> None:
     for out in outcomes:
         assert out.ok, out.detail
         assert all(e.level == "full" for e in out.enforcement.values()), out.enforcement_json()
+
+
+async def test_every_child_draws_its_own_random_numbers(backend: SubprocessBackend) -> None:
+    # The zygote forks without CPython's at-fork hooks; the one that matters to a program,
+    # random's reseed, is done by the child itself.
+    code = "import random\nreturn [random.getrandbits(64), random.random()]"
+    drawn = [tuple((await run(backend, code)).value) for _ in range(5)]
+    assert len(set(drawn)) == 5, drawn
