@@ -257,7 +257,8 @@ class ChildHandle:
     async def close(self, janitor: CgroupJanitor | None = None) -> None:
         """Kill (if needed) and release everything: sockets, pidfd, scratch, cgroups.
 
-        With ``janitor``, the cgroup directories are removed on its thread."""
+        With ``janitor``, the cgroups are kept for a later child (emptied and reset) or
+        removed on its thread."""
         if self._closed:
             return
         with anyio.CancelScope(shield=True):
@@ -272,7 +273,7 @@ class ChildHandle:
             if janitor is None:
                 self._cgroups.remove()
             else:
-                janitor.discard(self._cgroups)
+                janitor.recycle(self._cgroups)
             timing_mark("teardown")
 
 

@@ -186,7 +186,7 @@ class ChildPool:
                 sockets.extend(socket.socketpair())
                 sockets.extend(socket.socketpair())
                 if self.containment.cgroups:
-                    cgroups = RunCgroups.create(name)
+                    cgroups = self.janitor.take(name)
                 run_host, run_child, keep_host, keep_child = sockets
                 self.zygote.request(
                     self._cfg(scratch, cgroups, key), [run_child.fileno(), keep_child.fileno()]
