@@ -28,6 +28,7 @@ from typing import Any, NoReturn
 from . import _capabilities, _enforcement, _landlock, _seccomp
 from ._isolate import SetupError, isolate, step
 from ._keeper_lines import Hello
+from ._spawn_config import ChildConfig
 from ._syscalls import PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, prctl
 
 NOFILE = 64
@@ -40,7 +41,7 @@ EXIT_CPU_LIMIT = 128 + signal.SIGXCPU
 
 
 def child_main(
-    cfg: dict[str, Any], run_fd: int, line_fd: int, registrations: int, parent: int
+    cfg: ChildConfig, run_fd: int, line_fd: int, registrations: int, parent: int
 ) -> NoReturn:
     """Entry of the child process (in the zygote's fork): contain, report, serve. Never
     returns. ``line_fd``: its supervisor line, closed before the program runs;
@@ -96,7 +97,7 @@ def _follow_the_zygote(zygote: int) -> None:
         raise SetupError("follow the zygote", OSError("the zygote died"))
 
 
-def _confine(cfg: dict[str, Any], facts: dict[str, Any], scratch: str) -> None:
+def _confine(cfg: ChildConfig, facts: dict[str, Any], scratch: str) -> None:
     if cfg["rlimits"]:
         fsize = FSIZE_BYTES
         if facts["scratch_keeper"]:  # no file may pass the quota alone
@@ -121,10 +122,10 @@ def _confine(cfg: dict[str, Any], facts: dict[str, Any], scratch: str) -> None:
     _seccomp_step(cfg, facts)
 
 
-def _landlock_step(cfg: dict[str, Any], facts: dict[str, Any], scratch: str) -> None:
+def _landlock_step(cfg: ChildConfig, facts: dict[str, Any], scratch: str) -> None:
     """Landlock, with the zygote's ruleset where every child's scratch is the same mount
     point, else with one of its own."""
-    ruleset = cfg.get("ruleset_fd", -1)
+    ruleset = cfg["ruleset_fd"]
     abi = cfg["landlock_abi"]
     if not abi:
         facts["landlock_error"] = cfg["landlock_error"] or "Landlock off"
@@ -143,7 +144,7 @@ def _landlock_step(cfg: dict[str, Any], facts: dict[str, Any], scratch: str) -> 
 
 
 def _register(
-    cfg: dict[str, Any], facts: dict[str, Any], scratch: str, line_fd: int, registrations: int
+    cfg: ChildConfig, facts: dict[str, Any], scratch: str, line_fd: int, registrations: int
 ) -> None:
     """Hand the scratch keeper this child's scratch dir, quota and line, and the listener of
     its write gate where the run requires a full filesystem (then every call that could
@@ -177,7 +178,7 @@ def _register(
     facts["scratch_gate"] = listener >= 0
 
 
-def _seccomp_step(cfg: dict[str, Any], facts: dict[str, Any]) -> None:
+def _seccomp_step(cfg: ChildConfig, facts: dict[str, Any]) -> None:
     if not cfg["seccomp"]:
         facts["seccomp_error"] = "seccomp off"
         return

@@ -36,10 +36,11 @@ import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from . import _capabilities, _landlock
 from ._scratch import mount_scratch
+from ._spawn_config import DomainFacts, ZygoteConfig
 from ._syscalls import (
     CLONE_NEWIPC,
     CLONE_NEWNET,
@@ -93,7 +94,7 @@ class Domain:
     landlock_error: str = ""
     read_only: list[str] = field(default_factory=list)
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> DomainFacts:
         """What a child is told about the domain it is forked into."""
         return {
             "zygote_namespaces": list(self.namespaces),
@@ -109,7 +110,7 @@ class Domain:
         }
 
 
-def enter(cfg: dict[str, Any], read_only: list[str]) -> Domain:
+def enter(cfg: ZygoteConfig, read_only: list[str]) -> Domain:
     """Set up the zygote's domain for the containment ``cfg`` asks for (called once, in the
     zygote, before it forks anything). Never raises: what fails is said in the facts."""
     domain = Domain(read_only=read_only, pid=os.getpid())
@@ -135,7 +136,7 @@ def enter(cfg: dict[str, Any], read_only: list[str]) -> Domain:
     return domain
 
 
-def _namespaces(domain: Domain, cfg: dict[str, Any]) -> None:
+def _namespaces(domain: Domain, cfg: ZygoteConfig) -> None:
     admin = os.geteuid() == 0 and not _capabilities.missing({"CAP_SYS_ADMIN": CAP_SYS_ADMIN})
     try:
         if admin:

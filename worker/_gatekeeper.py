@@ -121,9 +121,9 @@ def _serve(registrations: socket.socket) -> None:
             watched.extend(entry.quota.watched())
         ready, _, _ = select.select(watched, [], [])
         if registrations in ready:
-            entry = _register(registrations)
-            if entry is not None:
-                children[entry.pidfd] = entry
+            registered = _register(registrations)
+            if registered is not None:
+                children[registered.pidfd] = registered
         for pidfd, entry in list(children.items()):
             if pidfd in ready:  # the child is gone
                 entry.close()

@@ -19,6 +19,7 @@ from . import _capabilities
 from ._domain import MOUNT_POINT, NOBODY, become_nobody
 from ._keeper_lines import SetupFailed
 from ._scratch import mount_scratch
+from ._spawn_config import ChildConfig
 from ._syscalls import CLONE_NEWNS, CLONE_NEWUSER, unshare, write_file
 
 
@@ -64,7 +65,7 @@ def uid_drop_obstacle(install_paths: Sequence[str]) -> str:
     return ""
 
 
-def isolate(cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def isolate(cfg: ChildConfig) -> tuple[dict[str, Any], str]:
     """Take the child's own session, cgroups, scratch and uid; the facts for the enforcement
     report so far, and the scratch dir. Raises :class:`SetupError`."""
     facts: dict[str, Any] = {"rlimits": bool(cfg["rlimits"])}
@@ -106,7 +107,7 @@ def isolate(cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
     return facts, scratch
 
 
-def _join_cgroups(cfg: dict[str, Any], facts: dict[str, Any]) -> None:
+def _join_cgroups(cfg: ChildConfig, facts: dict[str, Any]) -> None:
     joined = []
     for name, procs in cfg["cgroups"]:
         try:
@@ -116,13 +117,13 @@ def _join_cgroups(cfg: dict[str, Any], facts: dict[str, Any]) -> None:
             pass
     facts["cgroups"] = tuple(joined)
     if "unified" in joined:
-        facts["cgroup_v2_controllers"] = tuple(cfg.get("cgroup_v2_controllers", ()))
-    facts["cgroup_note"] = cfg.get("cgroup_note", "") or (
+        facts["cgroup_v2_controllers"] = tuple(cfg["cgroup_v2_controllers"])
+    facts["cgroup_note"] = cfg["cgroup_note"] or (
         "" if "memory" in joined else "could not join the run's memory cgroup"
     )
 
 
-def _uid_drop(cfg: dict[str, Any], facts: dict[str, Any]) -> bool:
+def _uid_drop(cfg: ChildConfig, facts: dict[str, Any]) -> bool:
     """Whether to drop to uid 65534: asked for, running as root, and able to (the
     zygote's :func:`uid_drop_obstacle`). A zygote that dropped itself already (to enter a
     user namespace as root may not) has children that are 65534 from the start."""

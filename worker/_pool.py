@@ -32,7 +32,6 @@ import socket
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 from anyio.abc import UNIXSocketStream
@@ -43,6 +42,7 @@ from ._child_handle import ChildHandle, host_resource_error, remove_scratch
 from ._chores import Chores
 from ._errors import StartFailed, WorkerError
 from ._leftovers import host_mark, sweep_dead_hosts
+from ._spawn_config import ChildRequest, ZygoteConfig
 from ._types import Containment, Dimension, Enforcement, Level, Limits
 from ._zygote_client import ZygoteClient
 
@@ -131,22 +131,22 @@ class ChildPool:
 
     # --- making children --------------------------------------------------------------
 
-    def _zygote_config(self) -> dict[str, Any]:
+    def _zygote_config(self) -> ZygoteConfig:
         c = self.containment
-        return {
-            "root": self.root,
-            "landlock_abi_limit": _landlock.ABI_LIMIT,
+        return ZygoteConfig(
+            root=self.root,
+            landlock_abi_limit=_landlock.ABI_LIMIT,
             # A hard scratch quota without a tmpfs costs the child its threads: only when
             # the run requires a full filesystem.
-            "scratch_gate": "filesystem" in c.require,
-            "namespaces": c.namespaces,
-            "rlimits": c.rlimits,
-            "landlock": c.landlock,
-            "seccomp": c.seccomp,
-            "drop_privileges": c.drop_privileges,
-        }
+            scratch_gate="filesystem" in c.require,
+            namespaces=c.namespaces,
+            rlimits=c.rlimits,
+            landlock=c.landlock,
+            seccomp=c.seccomp,
+            drop_privileges=c.drop_privileges,
+        )
 
-    def _cfg(self, scratch: str, cgroups: RunCgroups, key: RunKey | None) -> dict[str, Any]:
+    def _cfg(self, scratch: str, cgroups: RunCgroups, key: RunKey | None) -> ChildRequest:
         c = self.containment
         groups = [
             [n, os.path.join(p, "cgroup.procs")]
@@ -157,13 +157,13 @@ class ChildPool:
             )
             if p
         ]
-        return {
-            "scratch": scratch,
-            "cgroups": groups,
-            "cgroup_v2_controllers": list(cgroups.v2_controllers),
-            "cgroup_note": "cgroups off" if not c.cgroups else cgroups.note,
-            "scratch_mib": key.scratch_mib if key is not None else DEFAULT_SCRATCH_MIB,
-        }
+        return ChildRequest(
+            scratch=scratch,
+            cgroups=groups,
+            cgroup_v2_controllers=list(cgroups.v2_controllers),
+            cgroup_note="cgroups off" if not c.cgroups else cgroups.note,
+            scratch_mib=key.scratch_mib if key is not None else DEFAULT_SCRATCH_MIB,
+        )
 
     async def request(self, key: RunKey | None) -> ChildHandle:
         """Ask the zygote for one child for runs of ``key`` (``None``: not known yet)

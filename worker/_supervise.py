@@ -19,9 +19,9 @@ import shutil
 import signal
 import time
 from collections import deque
-from typing import Any
 
 from ._keeper_lines import ExitReport
+from ._spawn_config import ChildConfig, ChildRequest
 from ._syscalls import cpu_clock_s, read_file
 
 LEFTOVERS_WAIT_S = 5.0
@@ -52,8 +52,8 @@ class Children:
         """Processes of the zygote's own (the scratch keeper), reaped but not reported."""
         self.other_ended = False
 
-    def forked(self, pid: int, line: int, cfg: dict[str, Any]) -> None:
-        self.running[pid] = _Child(line, cfg["scratch"], cfg.get("cgroups", []), cfg["pidns"])
+    def forked(self, pid: int, line: int, cfg: ChildConfig) -> None:
+        self.running[pid] = _Child(line, cfg["scratch"], cfg["cgroups"], cfg["pidns"])
 
     def reap(self) -> None:
         """Reap every child that exited and report it (and orphans: a subreaper's)."""
@@ -122,7 +122,7 @@ class Children:
                 os.read(wake, 4096)
             self.reap()
 
-    def leftovers(self, pending: list[dict[str, Any]], root: str, wake: int) -> None:
+    def leftovers(self, pending: list[ChildRequest], root: str, wake: int) -> None:
         """The host is gone: kill every child, reap them (bounded), and remove every scratch
         dir and cgroup of theirs and of the requests still queued (``pending``), then the
         backend's scratch root."""
@@ -134,7 +134,7 @@ class Children:
                 os.kill(pid, signal.SIGKILL)
         self._wait(wake)
         paths = [*self._ended, *((c.scratch, c.cgroups) for c in self.running.values())]
-        paths += [(cfg.get("scratch", ""), cfg.get("cgroups", [])) for cfg in pending]
+        paths += [(cfg["scratch"], cfg["cgroups"]) for cfg in pending]
         for scratch, cgroups in paths:
             if scratch:
                 shutil.rmtree(scratch, ignore_errors=True)

@@ -40,9 +40,10 @@ import signal
 import socket
 import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from ._keeper_lines import SpawnFailed
+from ._spawn_config import ChildConfig, ChildRequest, Shared, ZygoteConfig
 
 ALLOWED_MODULES: tuple[str, ...] = tuple(
     (
@@ -163,7 +164,7 @@ def _compile(module: object) -> None:
 class _Zygote:
     """The zygote's state between requests: what every child is forked with."""
 
-    def __init__(self, config: dict[str, Any], control_fd: int) -> None:
+    def __init__(self, config: ZygoteConfig, control_fd: int) -> None:
         from . import _domain, _seccomp
         from ._isolate import uid_drop_obstacle
         from ._supervise import Children
@@ -177,12 +178,12 @@ class _Zygote:
         self.config = config
         self.domain = _domain.enter(config, read_only_paths())
         self.children = Children()
-        self.static: dict[str, Any] = {
+        self.static = Shared(
             **config,
             **self.domain.facts(),
-            "uid_drop_obstacle": obstacle,
-            "zygote_uid_dropped": started_as == 0 and os.geteuid() != 0,
-        }
+            uid_drop_obstacle=obstacle,
+            zygote_uid_dropped=started_as == 0 and os.geteuid() != 0,
+        )
         self.control = socket.socket(fileno=control_fd)
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
@@ -210,7 +211,7 @@ class _Zygote:
         self.registrations = ours.detach()
         self.children.others.add(pid)
 
-    def spawn(self, msg: dict[str, Any], fds: list[int]) -> None:
+    def spawn(self, request: ChildRequest, fds: list[int]) -> None:
         """Fork one child for a request; ``fds`` (its run channel's end and its line's) are
         the zygote's to close."""
         from ._confine import child_main
@@ -222,7 +223,7 @@ class _Zygote:
                 os.close(fd)
             return
         run_fd, line_fd = fds
-        cfg = {**msg["cfg"], **self.static, "pidns": False}
+        cfg = ChildConfig(**request, **self.static, pidns=False)
         if self.domain.pidns:
             try:
                 next_pid_namespace(self.domain.pidns_fd)
@@ -248,10 +249,10 @@ class _Zygote:
         os.close(run_fd)
         self.children.forked(pid, line_fd, cfg)  # the child says hello itself
 
-    def pending(self, inbox: mmap.mmap) -> list[dict[str, Any]]:
+    def pending(self, inbox: mmap.mmap) -> list[ChildRequest]:
         """The host is gone: the requests still queued on the control socket (their scratch
         dirs and cgroups are to be removed too), their fds closed."""
-        found = []
+        found: list[ChildRequest] = []
         self.control.setblocking(False)
         while True:
             try:
@@ -264,12 +265,12 @@ class _Zygote:
                 break
             with contextlib.suppress(ValueError, TypeError, KeyError):
                 cfg = json.loads(data)["cfg"]
-                if isinstance(cfg, dict):
-                    found.append(cfg)
+                if isinstance(cfg, dict) and "scratch" in cfg and "cgroups" in cfg:
+                    found.append(cast(ChildRequest, cfg))  # made by this host
         return found
 
 
-def main(control_fd: int, config: dict[str, Any]) -> None:
+def main(control_fd: int, config: ZygoteConfig) -> None:
     from ._syscalls import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, prctl
 
     host_gone: list[bool] = []
@@ -287,7 +288,8 @@ def main(control_fd: int, config: dict[str, Any]) -> None:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     goodbye = False
     while not host_gone:
-        ready, _, _ = select.select([zygote.control, zygote.wake_r], [], [])
+        watched: list[Any] = [zygote.control, zygote.wake_r]
+        ready, _, _ = select.select(watched, [], [])
         if zygote.wake_r in ready:
             os.read(zygote.wake_r, 4096)
             zygote.children.reap()
@@ -310,7 +312,7 @@ def main(control_fd: int, config: dict[str, Any]) -> None:
                     _compile(_read_module(fds[0]))
             elif isinstance(msg.get("cfg"), dict):
                 owned = True
-                zygote.spawn(msg, fds)
+                zygote.spawn(msg["cfg"], fds)
         except (ValueError, KeyError, TypeError):
             pass  # a malformed request: closing its fds tells the host
         finally:

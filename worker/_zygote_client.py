@@ -17,9 +17,9 @@ import os
 import socket
 import subprocess
 import sys
-from typing import Any
 
 from ._errors import WorkerError
+from ._spawn_config import ChildRequest, ZygoteConfig
 from ._zygote import BOOT, MAX_SDK_MODULE_BYTES
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -28,10 +28,10 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 class ZygoteClient:
     """The host's handle on one zygote process (start, spawn a child, stop)."""
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, config: ZygoteConfig) -> None:
         self._proc: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
-        self.config: dict[str, Any] = config or {}
+        self.config = config
         """What the zygote is started with (see the module docstring)."""
 
     @property
@@ -44,7 +44,7 @@ class ZygoteClient:
     def start(self) -> None:
         """Start the zygote (blocking for a few ms: fork+exec only, preloading is async)."""
         self.stop()
-        root = self.config.get("root")
+        root = self.config["root"]
         if root:  # made at the first start (and again after a zygote that removed it)
             with contextlib.suppress(FileExistsError):
                 os.mkdir(root, 0o711)
@@ -81,7 +81,7 @@ class ZygoteClient:
         ours.setblocking(False)
         self._control = ours
 
-    def request(self, cfg: dict[str, Any], fds: list[int]) -> None:
+    def request(self, cfg: ChildRequest, fds: list[int]) -> None:
         """Ask for one child (fire and forget: the zygote says hello on the child's line,
         and a failed fork is reported there). Raises ``WorkerError`` when the zygote cannot
         be reached (it is restarted on the next request)."""

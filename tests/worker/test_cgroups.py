@@ -12,6 +12,7 @@ import pytest
 
 from worker import _cgroups
 from worker._cgroups import RunCgroups
+from worker._syscalls import write_file
 
 
 def _layout(folder: Path, files: dict[str, str]) -> Path:
@@ -142,8 +143,8 @@ def test_emptied_cgroups_serve_a_later_run_and_occupied_ones_never_do() -> None:
         assert first.set_memory_limit(64 << 20)
         # A process that filled the cgroup, gone now: its peak stays until the reset.
         proc = subprocess.Popen([sys.executable, "-c", "x = bytearray(30 << 20)"])
-        _cgroups.write_file(os.path.join(first.unified, "cgroup.procs"), str(proc.pid))
-        _cgroups.write_file(os.path.join(first.memory, "cgroup.procs"), str(proc.pid))
+        write_file(os.path.join(first.unified, "cgroup.procs"), str(proc.pid))
+        write_file(os.path.join(first.memory, "cgroup.procs"), str(proc.pid))
         proc.wait()
         janitor.recycle(first)
         again = janitor.take("never-made")
@@ -154,7 +155,8 @@ def test_emptied_cgroups_serve_a_later_run_and_occupied_ones_never_do() -> None:
         assert again.set_memory_limit(512 << 20) and again.set_memory_limit(128 << 20)
         # One with a process still in it is never kept for another run.
         sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-        _cgroups.write_file(os.path.join(again.unified, "cgroup.procs"), str(sleeper.pid))
+        assert again.unified is not None
+        write_file(os.path.join(again.unified, "cgroup.procs"), str(sleeper.pid))
         janitor.recycle(again)
         fresh = janitor.take(f"ptc-test-{os.getpid()}-fresh")
         fresh.remove()

@@ -14,6 +14,7 @@ from tests.security._support import SDK, SHORT, echo_calls
 from worker import Containment, Limits, RunRequest, SubprocessBackend
 from worker._errors import StartFailed
 from worker._pool import ChildPool
+from worker._spawn_config import ChildRequest
 from worker._zygote_client import ZygoteClient
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs_root]
@@ -115,7 +116,7 @@ async def test_a_lasting_start_failure_fails_runs_at_once_without_forking(
     asked = 0
     original = ZygoteClient.request
 
-    def counted(self: ZygoteClient, cfg: dict[str, Any], fds: list[int]) -> None:
+    def counted(self: ZygoteClient, cfg: ChildRequest, fds: list[int]) -> None:
         nonlocal asked
         asked += 1
         original(self, cfg, fds)
@@ -148,7 +149,7 @@ def _unmakeable_scratch(monkeypatch: pytest.MonkeyPatch) -> str:
     missing = os.path.join(tempfile.gettempdir(), "ptc-gone-for-this-test", "run")
     original = ChildPool._cfg
 
-    def cfg(self: ChildPool, scratch: str, *args: Any) -> dict[str, Any]:
+    def cfg(self: ChildPool, scratch: str, *args: Any) -> ChildRequest:
         return original(self, missing, *args)
 
     monkeypatch.setattr(ChildPool, "_cfg", cfg)

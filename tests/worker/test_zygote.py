@@ -4,6 +4,7 @@ seccomp filter), and its client's messages."""
 from __future__ import annotations
 
 import os
+import shutil
 import select
 import signal
 import socket
@@ -39,10 +40,12 @@ def test_a_precompiled_sdk_module_is_executed_without_compiling_it_again(
 
 
 def test_the_zygote_client_sends_large_modules_and_refuses_only_oversized_ones() -> None:
+    from worker import Containment
+    from worker._pool import ChildPool
     from worker._zygote import MAX_SDK_MODULE_BYTES
-    from worker._zygote_client import ZygoteClient
 
-    client = ZygoteClient()
+    pool = ChildPool(Containment())
+    client = pool.zygote
     try:
         # Far over what one control message (or a socket buffer) holds: it goes in a memfd.
         assert client.compile("X = 1\n" + "#" * (4 << 20))
@@ -50,6 +53,7 @@ def test_the_zygote_client_sends_large_modules_and_refuses_only_oversized_ones()
         assert client.alive()
     finally:
         client.stop()
+        shutil.rmtree(pool.root)
 
 
 def test_the_zygote_reads_a_module_from_its_fd() -> None:
