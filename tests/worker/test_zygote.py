@@ -4,8 +4,8 @@ seccomp filter), and its client's messages."""
 from __future__ import annotations
 
 import os
-import shutil
 import select
+import shutil
 import signal
 import socket
 import subprocess
