@@ -29,8 +29,15 @@ typecheck: $(BIN)/.installed
 # runs in a network namespace of its own, so that module runs here, in one, and nowhere else.
 RAY_TESTS := tests/worker/test_ray.py
 
+# The suite mostly waits for processes it starts (contained workers, MCP servers, hosts), so
+# it runs in more pytest-xdist workers than there are cores; a module whose tests share a
+# costly fixture, or must not overlap, is one xdist_group (docs/architecture.md, "The test
+# suite"). Hypothesis draws a fixed set of examples (the "ci" profile of tests/conftest.py).
+PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+export PTC_HYPOTHESIS_PROFILE ?= ci
+
 pytest: $(BIN)/.installed
-	$(BIN)/python -m pytest -q --ignore=$(RAY_TESTS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --ignore=$(RAY_TESTS)
 	@$(MAKE) --no-print-directory pytest-ray
 
 # As root, a missing or failing unshare fails the build; only a non-root user skips (loudly).
@@ -40,7 +47,11 @@ pytest-ray: $(BIN)/.installed
 		exit 0; fi; \
 	set -x; unshare -n sh -c 'ip link set lo up && exec env PTC_RAY_NETNS=1 $(BIN)/python -m pytest -q $(RAY_TESTS)'
 
-test: lint typecheck pytest
+# The three side by side (mypy's first run takes a minute of CPU the tests can share), their
+# output as it comes (ruff's and mypy's few lines may land among pytest's progress dots).
+# Any of them failing fails the target.
+test: $(BIN)/.installed
+	@$(MAKE) --no-print-directory -j3 lint typecheck pytest
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m benchmarks all

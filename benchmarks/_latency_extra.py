@@ -4,16 +4,19 @@ stalls (a heartbeat), event-loop rounds per nested call, per-call nested timings
 Everything here measures from outside: the waterfall uses the debug-only timing hook
 (``worker.set_timing_hook``), installed only around the sampled runs; rounds are counted
 by wrapping the running loop's ``_run_once`` for one program; stalls by a task that sleeps
-1 ms in a loop and records its worst lateness.
+1 ms in a loop and records its worst lateness (and, beside it, the longest full garbage
+collection that ran meanwhile: it holds the GIL in whichever thread it runs).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import os
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -182,8 +185,34 @@ async def nested_in_program(scope: ptc.Scope, calls: int) -> list[float]:
 # --- event-loop stalls ------------------------------------------------------------------
 
 
-async def worst_stall_ms(action: Callable[[], Awaitable[object]]) -> float:
-    """The worst lateness (ms) of a task sleeping 1 ms in a loop while ``action`` runs."""
+class FullCollections:
+    """The longest full (generation 2) garbage collection while the block runs, in ms."""
+
+    def __init__(self) -> None:
+        self.longest_ms = 0.0
+        self._started: dict[int, float] = {}
+
+    def __enter__(self) -> FullCollections:
+        gc.callbacks.append(self._observe)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._observe)
+
+    def _observe(self, phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        key = threading.get_ident()
+        if phase == "start":
+            self._started[key] = time.perf_counter()
+        elif key in self._started:
+            pause = (time.perf_counter() - self._started.pop(key)) * 1000
+            self.longest_ms = max(self.longest_ms, pause)
+
+
+async def worst_stall_ms(action: Callable[[], Awaitable[object]]) -> tuple[float, float]:
+    """The worst lateness (ms) of a task sleeping 1 ms in a loop while ``action`` runs, and
+    the longest full garbage collection meanwhile (ms; 0: none)."""
     worst = 0.0
     done = False
 
@@ -194,15 +223,16 @@ async def worst_stall_ms(action: Callable[[], Awaitable[object]]) -> float:
             await anyio.sleep(0.001)
             worst = max(worst, (time.perf_counter() - started - 0.001) * 1000)
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(heartbeat)
-        await anyio.sleep(0.01)
-        try:
-            await action()
-        finally:
-            await anyio.sleep(0.005)
-            done = True
-    return worst
+    with FullCollections() as collections:
+        async with anyio.create_task_group() as group:
+            group.start_soon(heartbeat)
+            await anyio.sleep(0.01)
+            try:
+                await action()
+            finally:
+                await anyio.sleep(0.005)
+                done = True
+    return worst, collections.longest_ms
 
 
 def _tools(prefix: str, count: int) -> list[ptc.ToolDefinition]:
@@ -233,10 +263,21 @@ def _tools(prefix: str, count: int) -> list[ptc.ToolDefinition]:
     ]
 
 
+FLOOR = "nothing (the heartbeat alone, 100 ms)"
+
+
 async def stalls(count: int, relaxed: bool) -> dict[str, Any]:
     """Worst event-loop stall (ms) of each host operation with ``count`` tools, on a cold
-    SDK cache (a fresh cache directory), and register one by one vs at once (wall ms)."""
+    SDK cache (a fresh cache directory), and register one by one vs at once (wall ms);
+    ``full_gc_ms``: per operation, the longest full garbage collection during it. The
+    first row, :data:`FLOOR`, is the heartbeat while the host does nothing: on a busy
+    machine it is not zero, and the other rows read against it."""
     out: dict[str, Any] = {}
+    collections: dict[str, float] = {}
+
+    async def measure(name: str, action: Callable[[], Awaitable[object]]) -> None:
+        out[name], collections[name] = await worst_stall_ms(action)
+
     containment = ptc.Containment(require=frozenset()) if relaxed else ptc.Containment()
     previous = os.environ.get("PTC_CACHE_DIR")
     try:
@@ -244,6 +285,8 @@ async def stalls(count: int, relaxed: bool) -> dict[str, Any]:
             os.environ["PTC_CACHE_DIR"] = one
             async with ptc.ToolRuntime(default_mode="code", containment=containment) as rt:
                 tools = _tools("a", count)
+                # The floor: what the machine alone does to the heartbeat (not a target).
+                await measure(FLOOR, functools.partial(anyio.sleep, 0.1))
 
                 async def one_by_one() -> None:
                     for definition in tools:
@@ -252,23 +295,30 @@ async def stalls(count: int, relaxed: bool) -> dict[str, Any]:
                     await rt.root.prepare()
 
                 started = time.perf_counter()
-                out["register (one by one, then prepare)"] = await worst_stall_ms(one_by_one)
+                await measure("register (one by one, then prepare)", one_by_one)
                 out["register_one_by_one_ms"] = (time.perf_counter() - started) * 1000
-                out["model_tools"] = await worst_stall_ms(_sync(rt.root.model_tools))
-                out["sdk"] = await worst_stall_ms(_sync(rt.root.sdk))
+                await measure("model_tools", _sync(rt.root.model_tools))
+
+                async def sdk() -> None:
+                    # In search discovery (200 tools here) prepare() only starts the full
+                    # stub: a host on the loop awaits it, then sdk() answers at once.
+                    await rt.root.sdk_async()
+                    rt.root.sdk()
+
+                await measure("sdk", sdk)
                 agent = rt.scope("agent")
 
                 async def present() -> None:
                     agent.present_as("code", profile="restricted")
                     await agent.prepare()
 
-                out["present_as (then prepare)"] = await worst_stall_ms(present)
+                await measure("present_as (then prepare)", present)
 
                 async def tool_change() -> None:
                     rt.register(_tools("late", 1)[0])
                     await rt.root.prepare()
 
-                out["a tool change (then prepare)"] = await worst_stall_ms(tool_change)
+                await measure("a tool change (then prepare)", tool_change)
 
                 async def run() -> None:
                     result = await rt.root.run_code("return tools.a_007(q='x')")
@@ -276,7 +326,7 @@ async def stalls(count: int, relaxed: bool) -> dict[str, Any]:
                         raise RuntimeError(f"run_code failed: {result.content}")
 
                 await run()  # start the zygote and the pool
-                out["run_code"] = await worst_stall_ms(run)
+                await measure("run_code", run)
             os.environ["PTC_CACHE_DIR"] = two
             async with ptc.ToolRuntime(default_mode="code", containment=containment) as rt:
                 tools = _tools("b", count)
@@ -287,13 +337,14 @@ async def stalls(count: int, relaxed: bool) -> dict[str, Any]:
                     await rt.root.prepare()
 
                 started = time.perf_counter()
-                out["register (all at once, then prepare)"] = await worst_stall_ms(at_once)
+                await measure("register (all at once, then prepare)", at_once)
                 out["register_at_once_ms"] = (time.perf_counter() - started) * 1000
     finally:
         if previous is None:
             os.environ.pop("PTC_CACHE_DIR", None)
         else:
             os.environ["PTC_CACHE_DIR"] = previous
+    out["full_gc_ms"] = collections
     _stats.progress(f"stalls: {out}")
     return out
 

@@ -133,8 +133,10 @@ def render(samples: dict[str, list[float]], facts: dict[str, Any],
     stalls = facts.get("stalls_ms")
     if stalls:
         md += ["\n## Worst event-loop stall, 200 tools (heartbeat: a task sleeping 1 ms)\n",
-               _stats.markdown_table(["Operation", "worst stall ms"],
-                                     [[k, v] for k, v in stalls.items() if not k.endswith("_ms")]),
+               _stats.markdown_table(["Operation", "worst stall ms",
+                                      "longest full GC meanwhile ms (any thread)"],
+                                     [[k, v, stalls.get("full_gc_ms", {}).get(k, "-")]
+                                      for k, v in stalls.items() if not k.endswith("_ms")]),
                f"\n200 tools registered one by one: {stalls['register_one_by_one_ms']:,.1f} ms "
                f"to prepared; at once: {stalls['register_at_once_ms']:,.1f} ms.\n"]
     md += ["\n## Performance targets\n",

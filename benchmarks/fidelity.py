@@ -5,7 +5,7 @@ own test cases and smolagents' executor tests, kept where CPython 3.11 passes th
 through:
 
 - ptc ``python`` and ``restricted``: real contained children, many cases per child
-  (``benchmarks._fidelity.run_ptc``);
+  (``tests.worker.fidelity.run_ptc``);
 - pydantic-monty 1.4 (the ``bench`` extra): one fresh session of its worker pool per case,
   ``feed_run`` (the value of a trailing expression; an exception's type and ``str``);
 - smolagents 1.26 (the ``bench`` extra): ``evaluate_python_code`` with its base tools and
@@ -31,7 +31,7 @@ from typing import Any
 import anyio
 
 from benchmarks import _stats
-from benchmarks._fidelity import (
+from tests.worker.fidelity import (
     CORPORA,
     Case,
     Ending,

@@ -38,7 +38,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks._fidelity import CORPORA_DIR, Case, is_plain_json
+from tests.worker.fidelity import CORPORA_DIR, Case, is_plain_json
 
 # Runs one program as CPython runs a module (fresh __main__ globals, the standard library
 # only: no site-packages), with the value of a

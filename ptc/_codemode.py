@@ -53,6 +53,7 @@ from ._rebuilds import Rebuilds
 from ._replay import RunSuspended
 from ._results import ToolResult
 from ._run import ProgramRun, fail_run
+from ._schema import compile_schema
 from ._scopes import Scope
 from ._sdks import SdkBuilder, SdkRequest, default_cache_dir
 from ._session_runs import take_session_call
@@ -68,6 +69,12 @@ _INLINE_PREFLIGHT_CHARS = 256
 _PENDING_STUB = (
     "# The SDK of this scope is being generated; call scope.sdk() or await scope.prepare().\n"
 )
+
+
+# run_code's schemas are constants: checked (and their validators cached) at import rather
+# than by the first view of a code-mode scope, on the host's event loop (~1 ms each here).
+compile_schema(RUN_CODE_INPUT_SCHEMA, "run_code: input_schema")
+compile_schema(RUN_CODE_OUTPUT_SCHEMA, "run_code: output.schema")
 
 
 class CodeMode:
@@ -177,6 +184,9 @@ class CodeMode:
 
     def sdk(self, scope: Scope, tools: frozenset[str] | None = None) -> str:
         return self._sdks.sdk(scope, tools)
+
+    async def sdk_async(self, scope: Scope, tools: frozenset[str] | None = None) -> str:
+        return await self._sdks.sdk_async(scope, tools)
 
     def search_tools(self, scope: Scope, query: str, limit: int) -> list[dict[str, JSON]]:
         return self._sdks.search_tools(scope, query, limit)

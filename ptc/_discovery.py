@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import Any, NoReturn
 
 import sdkgen
 
@@ -96,8 +96,9 @@ class ScopeSdks:
     def describe(
         self, definitions: tuple[ToolDefinition, ...], request: SdkRequest, names: frozenset[str]
     ) -> str:
-        """The model's stub of the tools ``names`` (``catalog.describe``; blocking)."""
-        return self.builder.stub(definitions, request, names)
+        """The model's stub of the tools ``names`` (``catalog.describe``; blocking: call it
+        on a worker thread, never the event loop's)."""
+        return self.builder.stub(definitions, request, names, background=True)
 
     def sdk(self, scope: Scope, tools: frozenset[str] | None = None) -> str:
         """The full SDK stub of the scope's visible tools, or of those named in ``tools``
@@ -109,15 +110,40 @@ class ScopeSdks:
             return self.builder.build(definitions, request).stub
         missing = sorted(tools - {d.name for d in definitions})
         if missing:
-            catalog = self.catalog(definitions, self._ready_sdk(scope, definitions))
-            hints = [
-                f"{name!r} (close: {', '.join(e.name for e in catalog.close_matches(name, 3))})"
-                if catalog.close_matches(name, 3)
-                else repr(name)
-                for name in missing
-            ]
-            raise UsageError(f"sdk(tools=...): not visible in {scope!r}: {', '.join(hints)}")
+            self._not_visible(scope, definitions, missing, self._ready_sdk(scope, definitions))
         return self.builder.stub(definitions, request, tools)
+
+    async def sdk_async(self, scope: Scope, tools: frozenset[str] | None = None) -> str:
+        """:meth:`sdk`, waiting for the build (or generating the subset's stub) off the
+        event loop."""
+        _, profile, _ = scope.code_options()
+        definitions = native_tools(scope)
+        request = SdkRequest(profile, full=True)
+        if tools is None:
+            return (await self.builder.build_async(definitions, request)).stub
+        missing = sorted(tools - {d.name for d in definitions})
+        if missing:
+            needed = self.request(scope, definitions)
+            sdk = await self.builder.build_async(definitions, needed)
+            self._not_visible(scope, definitions, missing, sdk)
+        return await self.builder.stub_async(definitions, request, tools)
+
+    def _not_visible(
+        self,
+        scope: Scope,
+        definitions: tuple[ToolDefinition, ...],
+        missing: list[str],
+        sdk: sdkgen.Sdk,
+    ) -> NoReturn:
+        """Raise the error for names ``scope`` does not see, with close visible ones."""
+        catalog = self.catalog(definitions, sdk)
+        hints = [
+            f"{name!r} (close: {', '.join(e.name for e in catalog.close_matches(name, 3))})"
+            if catalog.close_matches(name, 3)
+            else repr(name)
+            for name in missing
+        ]
+        raise UsageError(f"sdk(tools=...): not visible in {scope!r}: {', '.join(hints)}")
 
     def search_tools(self, scope: Scope, query: str, limit: int) -> list[dict[str, JSON]]:
         """The scope's visible tools that best match ``query``, best first."""
@@ -133,10 +159,11 @@ class ScopeSdks:
 
     async def prepare(self, scope: Scope) -> None:
         """Wait, without blocking the event loop, until the SDK ``run_code``'s description
-        needs is built; in inline discovery also the full one ``sdk()`` returns (the same
-        types: it costs only its assembly). In search discovery the full one is built in
-        the background, on a thread of its own, not waited for: it needs every tool's
-        types, which search discovery exists to avoid waiting for."""
+        needs is built (what ``model_tools()`` and ``run_code`` use); in inline discovery
+        also the full one ``sdk()`` returns (the same types: it costs only its assembly).
+        In search discovery the full one is only started, in the background on a thread of
+        its own: it needs every tool's types, which search discovery exists to avoid
+        waiting for (:meth:`sdk_async` waits for it)."""
         mode, _, _ = scope.code_options()
         if mode != "native":
             definitions = native_tools(scope)

@@ -16,7 +16,6 @@ through a context variable, set around that call and consumed by it
 from __future__ import annotations
 
 import contextvars
-import time
 
 from ._body import BodyFailure
 from ._decisions import ApprovalAnswer
@@ -63,7 +62,7 @@ class Pauses:
         session: tuple[str, int] | None = None,
     ) -> BodyFailure:
         """Keep the record of a run that just paused; its ``SUSPENDED`` result."""
-        now = time.time()
+        now = self.store.clock()
         token = new_token()
         expires_at = now + self.store.ttl_seconds
         pending = suspended.pending

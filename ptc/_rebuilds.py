@@ -4,8 +4,10 @@ to the builder.
 Registering many tools one by one should cost about what registering them at once costs:
 a change only marks its scope dirty, and a flush on the event loop, once no change came for
 ``_DEBOUNCE_S`` (and at most ``_DEBOUNCE_MAX_S`` after the first), snapshots the dirty
-scopes' subtrees and submits the SDKs they need to the background builder. Without an
-event loop there is nothing to protect: the flush runs at once.
+scopes' subtrees; the debounce thread then submits the SDKs they need to the background
+builder (so a builder thread that is not running yet starts there: a thread's start waits
+for the new thread to run, which the event loop should not). Without an event loop there
+is nothing to protect: the flush and the submits run at once.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import anyio.lowlevel
 from ._discovery import ScopeSdks, native_tools
 from ._layers import Mode
 from ._scopes import Scope, lineage, subtree
+from ._sdks import SdkRequest
+from ._tools import ToolDefinition
 
 __all__ = ("Rebuilds",)
 
@@ -50,7 +54,8 @@ class Rebuilds:
         try:
             token = anyio.lowlevel.current_token()
         except RuntimeError:
-            self._flush()  # no event loop to protect: snapshot now, build in the background
+            # No event loop to protect: snapshot now, build in the background.
+            self._sdks.builder.warm(self._flush())
             return
         self._flush_pending = True
         thread = threading.Thread(
@@ -72,15 +77,19 @@ class Rebuilds:
                 break
             time.sleep(_DEBOUNCE_S - quiet)
         try:
-            anyio.from_thread.run_sync(self._flush, token=token)
+            batches = anyio.from_thread.run_sync(self._flush, token=token)
         except RuntimeError:  # the event loop is gone: nothing left to prepare for
             self._flush_pending = False
+            return
+        self._sdks.builder.warm(batches)
 
-    def _flush(self) -> None:
-        """On the event loop: snapshot the dirty scopes' tool sets, hand them to the builder."""
+    def _flush(self) -> list[tuple[tuple[ToolDefinition, ...], SdkRequest]]:
+        """On the event loop: snapshot the dirty scopes' tool sets and the SDKs they need
+        (the caller hands them to the builder)."""
         self._flush_pending = False
         dirty, self._dirty = list(self._dirty), weakref.WeakSet()
         seen: set[int] = set()
+        batches = []
         for changed in dirty:
             for scope in subtree(changed):
                 if id(scope) in seen or scope.closed:
@@ -89,5 +98,6 @@ class Rebuilds:
                 mode, _, _ = scope.code_options()
                 if mode != "native":
                     definitions = native_tools(scope)
-                    for request in self._sdks.requests_of(scope, definitions):
-                        self._sdks.builder.submit(definitions, request)
+                    requests = self._sdks.requests_of(scope, definitions)
+                    batches += [(definitions, request) for request in requests]
+        return batches

@@ -1,5 +1,5 @@
-"""What a scope asks of code mode: its SDK or a subset of it, a search of its tools,
-``prepare``, and its paused runs by call id.
+"""What a scope asks of code mode: its SDK or a subset of it (``sdk``, ``sdk_async``), a
+search of its tools, ``prepare``, and its paused runs by call id.
 
 :class:`ScopeCodeMode` is this half of :class:`~ptc._scopes.Scope`'s public API (``Scope``
 inherits it). Each method checks its arguments and asks the runtime's code mode, through
@@ -33,9 +33,19 @@ class ScopeCodeMode:
 
     def sdk(self, tools: Iterable[str] | None = None) -> str:
         """The SDK stub (valid Python, type-checkable) of this scope's visible tools, or of
-        the visible ``tools`` named (e.g. for a system prompt); built here if not ready."""
+        the visible ``tools`` named (e.g. for a system prompt). Blocks the calling thread
+        while the stub is built or generated if it is not ready: after ``await
+        prepare()`` it is ready in inline discovery, not necessarily in search discovery
+        (its full stub needs every tool's types); on an event loop use :meth:`sdk_async`."""
         names = None if tools is None else names_of(tools, "tools")
         return self._tree.code_mode_hooks().sdk(self, names)
+
+    async def sdk_async(self, tools: Iterable[str] | None = None) -> str:
+        """:meth:`sdk` without blocking the event loop: the full stub is awaited from the
+        background build, a subset's (``tools``) is generated on a worker thread. Once
+        this returned the full stub, ``sdk()`` returns it at once until the next change."""
+        names = None if tools is None else names_of(tools, "tools")
+        return await self._tree.code_mode_hooks().sdk_async(self, names)
 
     def search_tools(self, query: str, limit: int = 10) -> list[dict[str, JSON]]:
         """The visible tools that best match ``query`` (``{"name", "ident", "summary"}``,
@@ -48,8 +58,11 @@ class ScopeCodeMode:
         return self._tree.code_mode_hooks().search_tools(self, query, limit)
 
     async def prepare(self) -> None:
-        """Wait until this scope's SDK is built, without blocking the event loop (a no-op
-        for a native scope). ``sdk()``, ``model_tools()`` and ``run_code`` never block after."""
+        """Wait, without blocking the event loop, until what ``model_tools()`` and
+        ``run_code`` need is built: the SDK ``run_code``'s description embeds (a no-op for a
+        native scope). Until the next change they then build nothing on the calling thread;
+        nor does ``sdk()`` in inline discovery. In search discovery the full stub
+        ``sdk()`` returns is only started in the background: ``await sdk_async()`` for it."""
         await self._tree.code_mode_hooks().prepare(self)
 
     # -- paused runs --------------------------------------------------------------------

@@ -43,6 +43,10 @@ class CodeModeHooks(Protocol[S_contra]):
         (built now if need be)."""
         ...
 
+    async def sdk_async(self, scope: S_contra, tools: frozenset[str] | None) -> str:
+        """:meth:`sdk`, waiting for the build (or generating a subset) off the event loop."""
+        ...
+
     def search_tools(self, scope: S_contra, query: str, limit: int) -> list[dict[str, JSON]]:
         """The scope's visible tools that best match ``query``, best first."""
         ...

@@ -10,7 +10,11 @@ background thread. ``submit`` schedules a build and returns its future (a build 
 in flight or done is shared); ``ready`` answers without waiting; ``build`` waits in the
 calling thread (the sync ``sdk()``/``model_tools()`` when nothing is ready yet) and
 ``build_async`` waits without blocking the event loop. Each completed build bumps
-``revision`` so scopes can refresh what they derived from a pending SDK.
+``revision`` so scopes can refresh what they derived from a pending SDK. On the background
+thread (and for ``stub_async``) the generator hands the GIL back every millisecond or so
+(:func:`sdkgen.yielding_gil`): a build is tens of milliseconds of Python, and the event
+loop would otherwise wait up to the interpreter's switch interval (5 ms) each time it
+wakes while one runs.
 
 Fragments are cached per schema digest in memory and, when a cache directory is usable,
 on disk (``PTC_CACHE_DIR``, else the user cache directory), so a restarted host is warm.
@@ -18,6 +22,7 @@ on disk (``PTC_CACHE_DIR``, else the user cache directory), so a restarted host 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -150,7 +155,7 @@ class SdkBuilder:
                 executor = self._executors[request.full] = ThreadPoolExecutor(
                     1, thread_name_prefix=name
                 )
-            executor.submit(self._run, future, definitions, request)
+            executor.submit(self._run, future, definitions, request, background=True)
         return future
 
     def build(self, definitions: Sequence[ToolDefinition], request: SdkRequest) -> sdkgen.Sdk:
@@ -162,7 +167,7 @@ class SdkBuilder:
         with self._lock:
             future, mine = self._claim(definitions, request)
         if mine:
-            self._run(future, definitions, request)
+            self._run(future, definitions, request, background=False)
         return future.result()
 
     def _claim(
@@ -188,8 +193,12 @@ class SdkBuilder:
         sdk = self.ready(definitions, request)
         if sdk is not None:
             return sdk
-        future = self.submit(definitions, request)
-        return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+        definitions = tuple(definitions)
+        # Submitted from the worker thread: a builder thread's first start, which waits
+        # until the new thread runs, then happens there rather than on the event loop.
+        return await anyio.to_thread.run_sync(
+            lambda: self.submit(definitions, request).result(), abandon_on_cancel=True
+        )
 
     def warm(self, batches: Sequence[tuple[Sequence[ToolDefinition], SdkRequest]]) -> None:
         """Submit a build for each ``(definitions, request)`` (background; returns at once)."""
@@ -197,16 +206,32 @@ class SdkBuilder:
             self.submit(definitions, request)
 
     def stub(
-        self, definitions: Sequence[ToolDefinition], request: SdkRequest, described: frozenset[str]
+        self,
+        definitions: Sequence[ToolDefinition],
+        request: SdkRequest,
+        described: frozenset[str],
+        *,
+        background: bool = False,
     ) -> str:
         """The stub of the tools named in ``described`` among ``definitions`` (identifiers
         as in the SDK of all of them), generated in the calling thread (keep it off the
-        event loop)."""
-        return self._generator.stub(
-            [tool_spec(d) for d in definitions],
-            described,
-            header=self._header(request.profile) if request.full else "",
-            prelude=request.full,
+        event loop). ``background``: the calling thread is not the event loop's, so the
+        generator hands the GIL back to the loop often."""
+        with sdkgen.yielding_gil() if background else contextlib.nullcontext():
+            return self._generator.stub(
+                [tool_spec(d) for d in definitions],
+                described,
+                header=self._header(request.profile) if request.full else "",
+                prelude=request.full,
+            )
+
+    async def stub_async(
+        self, definitions: Sequence[ToolDefinition], request: SdkRequest, described: frozenset[str]
+    ) -> str:
+        """:meth:`stub`, generated on a worker thread without blocking the event loop."""
+        return await anyio.to_thread.run_sync(
+            lambda: self.stub(definitions, request, described, background=True),
+            abandon_on_cancel=True,
         )
 
     def close(self) -> None:
@@ -222,17 +247,22 @@ class SdkBuilder:
         future: Future[sdkgen.Sdk],
         definitions: tuple[ToolDefinition, ...],
         request: SdkRequest,
+        *,
+        background: bool,
     ) -> None:
         if not future.set_running_or_notify_cancel():
             return
         try:
-            specs = [tool_spec(d) for d in definitions]
-            sdk = self._generator.generate(
-                specs,
-                header=self._header(request.profile) if request.full else "",
-                described=request.described,
-                prelude=request.full,
-            )
+            # On a builder thread the generator hands the GIL back often (the event loop
+            # waits for it otherwise); in the caller's thread it must not.
+            with sdkgen.yielding_gil() if background else contextlib.nullcontext():
+                specs = [tool_spec(d) for d in definitions]
+                sdk = self._generator.generate(
+                    specs,
+                    header=self._header(request.profile) if request.full else "",
+                    described=request.described,
+                    prelude=request.full,
+                )
         except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for it
             if not self._closed:  # a close abandons the build in progress: no news
                 logger.exception("SDK generation failed")

@@ -17,6 +17,8 @@ import os
 import secrets
 import tempfile
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -46,8 +48,9 @@ class FileSuspensionStore(SuspensionStore):
         *,
         secret: bytes | None = None,
         ttl_seconds: float = DEFAULT_TTL_SECONDS,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        super().__init__(ttl_seconds=ttl_seconds)
+        super().__init__(ttl_seconds=ttl_seconds, clock=clock)
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         if secret is not None and (not isinstance(secret, bytes) or len(secret) < 16):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
@@ -217,14 +217,25 @@ class SuspensionStore:
     """Suspended runs kept in memory until resumed once, bound to their scope, until they
     expire (``ttl_seconds``, default 24 h). Thread-safe. Subclass it to keep them elsewhere:
     override :meth:`_put`, :meth:`_pop`, :meth:`_peek` and the call-id index
-    (:meth:`_index`, :meth:`_unindex`, :meth:`_indexed`)."""
+    (:meth:`_index`, :meth:`_unindex`, :meth:`_indexed`).
 
-    def __init__(self, *, ttl_seconds: float = DEFAULT_TTL_SECONDS) -> None:
+    ``clock`` is the wall clock records are stamped and expire by (seconds since the epoch,
+    ``time.time`` by default); tests pass one they move by hand instead of waiting."""
+
+    def __init__(
+        self,
+        *,
+        ttl_seconds: float = DEFAULT_TTL_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int | float):
             raise UsageError("ttl_seconds must be a number")
         if not 0 < ttl_seconds < 10 * 365 * 86400:
             raise UsageError("ttl_seconds must be positive and under ten years")
+        if not callable(clock):
+            raise UsageError("clock must be a function returning the time in seconds")
         self.ttl_seconds = float(ttl_seconds)
+        self.clock = clock
         self._lock = threading.Lock()
         self._records: dict[str, Suspension] = {}
         self._by_call: dict[tuple[str, str], str] = {}
@@ -250,7 +261,7 @@ class SuspensionStore:
             found = self._peek(token) if token is not None else None
         if found is None or found.scope_path != scope_path or found.call_id != call_id:
             return None
-        return found if found.expires_at > time.time() else None
+        return found if found.expires_at > self.clock() else None
 
     async def take(self, token: str, scope_path: str) -> Suspension:
         """Remove and return the suspension of ``token`` for the scope at ``scope_path``.
@@ -275,7 +286,7 @@ class SuspensionStore:
                     f"this suspended run belongs to scope {found.scope_path!r}; resume it "
                     f"there, not in {scope_path!r}"
                 )
-            if found.expires_at <= time.time():
+            if found.expires_at <= self.clock():
                 self._pop(token)
                 self._unindex(found)
                 raise SuspensionError("this suspended run expired; start a new run")

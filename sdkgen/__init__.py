@@ -10,6 +10,7 @@ from ._idents import ident_for_property as ident_for_property
 from ._idents import ident_for_tool as ident_for_tool
 from ._idents import property_idents as property_idents
 from ._idents import tool_idents as tool_idents
+from ._pacing import yielding_gil as yielding_gil
 from ._types import ParamBinding as ParamBinding
 from ._types import Sdk as Sdk
 from ._types import ToolBinding as ToolBinding
@@ -29,4 +30,5 @@ __all__ = (
     "property_idents",
     "spec_digest",
     "tool_idents",
+    "yielding_gil",
 )

@@ -29,6 +29,7 @@ from ._fragment_check import checked_fragment
 from ._fragment_service import FragmentProcess
 from ._idents import camel, ident_for_tool, tool_idents
 from ._ir import ToolIR, needs_fragment, tool_ir
+from ._pacing import pause
 from ._render import render_module, render_stub
 from ._simple_types import simple_fragment
 from ._typegen import build_fragment
@@ -133,7 +134,11 @@ class SdkGenerator:
         stub = render_stub([ir for ir in irs if ir.name in shown], header, prelude=prelude)
         module = render_module(irs)
         digest = hashlib.sha256((stub + module).encode("utf-8", "surrogatepass")).hexdigest()
-        return Sdk(stub=stub, module=module, digest=digest, tools=tuple(ir.binding() for ir in irs))
+        bindings = []
+        for ir in irs:
+            pause()
+            bindings.append(ir.binding())
+        return Sdk(stub=stub, module=module, digest=digest, tools=tuple(bindings))
 
     def stub(
         self,
@@ -177,12 +182,14 @@ class SdkGenerator:
         used: set[str] = set()
         irs = []
         for spec, ident, has_fragment in zip(specs, idents, typed, strict=True):
+            pause()
             fragment = next(fragments) if has_fragment else None
             if fragment is not None and spec.name in shown:
                 base = _base_prefix(spec.name)
                 prefix, n = base, 2
-                while prefix in used or {_swap(t, base, prefix) for t in fragment.type_names} & (
-                    used | reserved
+                while prefix in used or any(
+                    name in used or name in reserved
+                    for name in (_swap(t, base, prefix) for t in fragment.type_names)
                 ):
                     prefix, n = f"{base}{n}", n + 1
                 if prefix != base:
@@ -227,10 +234,14 @@ class SdkGenerator:
     def _fragments_of(self, wanted: Sequence[tuple[ToolSpec, str]]) -> list[TypeFragment]:
         """The fragment of each ``(spec, prefix)``: from memory, the disk cache, the helper
         process (all the missing ones in one request) or the generator in this process."""
-        keys = [(self._digest(spec), prefix) for spec, prefix in wanted]
+        keys = []
+        for spec, prefix in wanted:
+            pause()
+            keys.append((self._digest(spec), prefix))
         found: dict[tuple[str, str], TypeFragment] = {}
         missing: dict[tuple[str, str], tuple[ToolSpec, str]] = {}
         for key, item in zip(keys, wanted, strict=True):
+            pause()
             if key in found or key in missing:
                 continue
             with self._lock:

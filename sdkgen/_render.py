@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ._ir import ToolIR
+from ._pacing import pause
 from ._render_types import comment, docstring, printable
 
 _MARKER = "# --- generated module runtime starts here ---\n"
@@ -97,6 +98,7 @@ def render_stub(tools: list[ToolIR], header: str, *, prelude: bool = True) -> st
         out.append(f"from typing import {', '.join(typing_names)}\n")
         out.append(_STUB_PRELUDE)
     for tool in tools:
+        pause()
         if prelude and (tool.definitions or tool.notes):
             out.append("\n")
         if prelude:
@@ -106,6 +108,7 @@ def render_stub(tools: list[ToolIR], header: str, *, prelude: bool = True) -> st
     if prelude:
         out.append(_STUB_TOOLS_CALL)
     for tool in tools:
+        pause()
         decorator = "    @_tool\n" if prelude else ""
         out.append(f"{decorator}    {signature(tool, extra=prelude)}\n")
         out.append(_tool_docstring(tool) or "        ...\n")
@@ -134,6 +137,7 @@ def render_module(tools: list[ToolIR]) -> str:
     # Module-level defs, not a class body: inside a class a parameter named `__x` would be
     # name-mangled. Tool idents never start with `_`, so they cannot shadow the runtime.
     for tool in tools:
+        pause()
         arguments = ", ".join(f"{p.key!r}: {p.ident}" for p in tool.params)
         extra = f", {tool.extra}" if tool.extra else ""
         out.append(f"\n\n@_tool\n{signature(tool, typed=False)}\n")

@@ -1,5 +1,5 @@
-"""The example tools work over the shipped data, and every benchmark task gives the same
-checked answer in native mode (scripted policy) and code mode (one run_code program)."""
+"""The example tools work over the shipped data (the benchmark tasks over them, in both modes:
+``test_benchmark_commands.py``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,6 @@ from typing import Any
 import pytest
 
 import ptc
-from benchmarks import _stats
-from benchmarks._episodes import run_code, run_native, spec_bytes
-from benchmarks._tasks import TASKS, Task
 from ptc.examples import EXAMPLE_TOOL_NAMES, _data, _generate_data, build_runtime, polls_until_done
 from tests._typing import data
 
@@ -132,66 +129,3 @@ async def test_lookups_and_filters_match_the_data(runtime: ptc.ToolRuntime) -> N
     assert _text(await scope.call("get_product", {"sku": sensors[0]["sku"]})) == sensors[0]
     weather = _text(await scope.call("lookup_weather", {"city": "Oslo"}))
     assert weather["city"] == "Oslo" and -10 < weather["temperature_c"] < 40
-
-
-def test_the_suite_has_the_task_kinds_the_issue_asks_for() -> None:
-    kinds = " ".join(t.kind for t in TASKS)
-    assert len(TASKS) >= 8
-    for needle in (
-        "search",
-        "paginated",
-        "join",
-        "fan out 20",
-        "large listing",
-        "retry",
-        "code should lose",
-        "large intermediate",
-    ):
-        assert needle in kinds, needle
-
-
-@pytest.mark.needs_root
-@pytest.mark.parametrize("task", TASKS, ids=[t.name for t in TASKS])
-async def test_native_policy_and_code_program_give_the_expected_answer(task: Task) -> None:
-    async with build_runtime() as rt:
-        native = _native(rt)
-        code = rt.scope("code")
-        code.present_as("code")
-        by_native = await run_native(native, task, 0, spec_bytes(native))
-        by_code = await run_code(code, task, 1, spec_bytes(code))
-    assert by_native.answer == by_code.answer == task.expected(0)
-    assert by_native.correct and by_code.correct
-    assert by_code.model_turns == 2
-    assert by_code.tool_calls_executed == by_native.tool_calls_executed
-    assert by_native.model_turns >= 2
-
-
-def test_percentile_is_nearest_rank_and_summaries_hold_the_tail() -> None:
-    samples = [float(i) for i in range(1, 201)]
-    assert _stats.percentile(samples, 0.99) == 198.0
-    assert _stats.percentile([3.0, 1.0, 2.0], 0.5) == 2.0
-    summary = _stats.summarize([5.0, 1.0, 9.0])
-    assert (summary.median, summary.p99, summary.minimum, summary.maximum) == (5.0, 9.0, 1.0, 9.0)
-    with pytest.raises(ValueError):
-        _stats.percentile([], 0.5)
-
-
-@pytest.mark.needs_root
-@pytest.mark.slow
-def test_quick_suite_writes_table_json_and_chart(tmp_path: Path) -> None:
-    from benchmarks import native_vs_code
-
-    code = native_vs_code.main(
-        ["--quick", "--tasks", "single_rate,job_poll_retry", "--out", str(tmp_path)]
-    )
-    assert code == 0
-    payload = json.loads((tmp_path / "native_vs_code.json").read_text())
-    assert {(r["task"], r["mode"]) for r in payload["rows"]} == {
-        ("single_rate", "native"),
-        ("single_rate", "code"),
-        ("job_poll_retry", "native"),
-        ("job_poll_retry", "code"),
-    }
-    assert all(r["correct"] for r in payload["rows"])
-    assert "| job_poll_retry | native | 7 |" in (tmp_path / "native_vs_code.md").read_text()
-    assert (tmp_path / "native_vs_code.png").read_bytes().startswith(b"\x89PNG")

@@ -1,14 +1,18 @@
 """Mounting a hostile server (tests/mcp/hostile_server.py, the official SDK's low-level
 server with raw bytes where the SDK cannot misbehave enough), over stdio on this machine:
 DESIGN section 9, "Hostile peers". Every probe ends as a clear error or a lenient answer,
-the next call on the same mount still works, and nothing waits without a bound."""
+the next call on the same mount still works, and nothing waits without a bound.
+
+A probe that only calls a tool reuses the module's mount with its limits (``shared``): the
+server is the same process from one probe to the next, which each leaves answering. A probe
+of the listing or of mounting itself starts a server of its own."""
 
 from __future__ import annotations
 
 import json
 import re
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -51,6 +55,31 @@ async def agent() -> AsyncIterator[ptc.Scope]:
         yield runtime.scope("agent")
 
 
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"  # one event loop for the module: the shared mounts live across tests
+
+
+Shared = Callable[..., Awaitable[tuple[ptc.Scope, ptc_mcp.Mount]]]
+
+
+@pytest.fixture(scope="module")
+async def shared() -> AsyncIterator[Shared]:
+    """``await shared(**options)``: the scope where ``hostile()`` is mounted with these
+    ``mount()`` options, and its mount, made on first use (one server per set of options)."""
+    async with ptc.ToolRuntime() as runtime:
+        mounts: dict[str, tuple[ptc.Scope, ptc_mcp.Mount]] = {}
+
+        async def get(**options: Any) -> tuple[ptc.Scope, ptc_mcp.Mount]:
+            key = json.dumps(options, sort_keys=True)
+            if key not in mounts:
+                scope = runtime.scope(f"shared-{len(mounts)}")
+                mounts[key] = scope, await ptc_mcp.mount(scope, hostile(), **options)
+            return mounts[key]
+
+        yield get
+
+
 async def still_answers(scope: ptc.Scope) -> None:
     with anyio.fail_after(30):
         result = await scope.call("ok", {"text": "still there?"})
@@ -75,8 +104,8 @@ def peak_memory_growth() -> Iterator[list[int]]:
     growth.append(read("VmHWM") - before)
 
 
-async def test_invalid_utf8_is_replaced_and_the_mount_keeps_working(agent: ptc.Scope) -> None:
-    mounted = await ptc_mcp.mount(agent, hostile())
+async def test_invalid_utf8_is_replaced_and_the_mount_keeps_working(shared: Shared) -> None:
+    agent, mounted = await shared()
     with anyio.fail_after(30):
         # A lone \xff line first (garbage, logged), then a reply with \xff in its text.
         result = await agent.call("bad_utf8", {})
@@ -122,9 +151,9 @@ TOO_MANY = "holds more JSON values than max_reply_values=25,000"
     ],
 )
 async def test_a_reply_over_a_limit_fails_clearly_and_the_next_call_works(
-    agent: ptc.Scope, tool: str, arguments: dict[str, Any], limits: dict[str, Any], message: str
+    shared: Shared, tool: str, arguments: dict[str, Any], limits: dict[str, Any], message: str
 ) -> None:
-    await ptc_mcp.mount(agent, hostile(), **limits)
+    agent, _ = await shared(**limits)
     with peak_memory_growth() as growth, anyio.fail_after(60):
         result = await agent.call(tool, arguments)
     code, text = error_of(result)
@@ -147,9 +176,9 @@ async def test_a_reply_over_a_limit_fails_clearly_and_the_next_call_works(
     ],
 )
 async def test_a_reply_within_the_values_limit_passes_whole(
-    agent: ptc.Scope, tool: str, arguments: dict[str, Any], limits: dict[str, Any]
+    shared: Shared, tool: str, arguments: dict[str, Any], limits: dict[str, Any]
 ) -> None:
-    await ptc_mcp.mount(agent, hostile(), **limits)
+    agent, _ = await shared(**limits)
     with anyio.fail_after(60):
         result = await agent.call(tool, arguments)
     assert result.error is None, result.error
@@ -200,8 +229,8 @@ async def test_the_limits_are_checked_before_any_server_starts(
         await ptc_mcp.mount(agent, ptc_mcp.stdio("/nonexistent/server"), **options)
 
 
-async def test_a_reply_nested_beyond_any_parser_fails_clearly(agent: ptc.Scope) -> None:
-    await ptc_mcp.mount(agent, hostile())
+async def test_a_reply_nested_beyond_any_parser_fails_clearly(shared: Shared) -> None:
+    agent, _ = await shared()
     for depth, message in [
         (250, "nested too deeply"),  # deeper than the SDK parses
         (20_000, "nested too deeply"),  # deeper than Python parses
@@ -214,12 +243,10 @@ async def test_a_reply_nested_beyond_any_parser_fails_clearly(agent: ptc.Scope) 
         await still_answers(agent)
 
 
-async def test_calls_time_out_by_default(agent: ptc.Scope) -> None:
-    mounted = await ptc_mcp.mount(agent, hostile())
+async def test_calls_time_out_by_default(shared: Shared) -> None:
+    agent, mounted = await shared()
     assert {agent.view().visible[n].timeout_seconds for n in mounted.names} == {60}
-    assert agent.parent is not None
-    patient = agent.parent.scope("patient")  # a sibling: it does not see the first mount
-    unbounded = await ptc_mcp.mount(patient, hostile(), timeout_seconds=None)
+    patient, unbounded = await shared(timeout_seconds=None)  # a sibling scope
     assert {patient.view().visible[n].timeout_seconds for n in unbounded.names} == {None}
 
 
@@ -261,12 +288,20 @@ async def test_a_tool_list_over_max_tools_is_a_mount_error(
     assert len(mounted.names) == listed + own
 
 
-@pytest.mark.parametrize("name", ["evil\n", "evil\r\n", "evil\x00", "e" * 129, "has space"])
+BAD_NAMES = ["evil\n", "evil\r\n", "evil\x00", "e" * 129, "has space"]
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
 async def test_names_outside_the_pattern_are_refused(agent: ptc.Scope, name: str) -> None:
     with pytest.raises(ptc.DefinitionError, match="must match"):
         await ptc_mcp.mount(agent, hostile(names=[name]))
-    mounted = await ptc_mcp.mount(agent, hostile(names=[name]), on_bad_schema="skip")
-    assert "must match" in mounted.skipped[name] and name not in mounted.names
+
+
+async def test_names_outside_the_pattern_are_skipped_on_request(agent: ptc.Scope) -> None:
+    mounted = await ptc_mcp.mount(agent, hostile(names=BAD_NAMES), on_bad_schema="skip")
+    for name in BAD_NAMES:
+        assert "must match" in mounted.skipped[name] and name not in mounted.names
+    assert mounted.names == tuple(MISBEHAVING)
 
 
 async def test_descriptions_ending_in_quotes_leave_a_stub_that_compiles(agent: ptc.Scope) -> None:

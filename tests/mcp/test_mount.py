@@ -160,12 +160,24 @@ async def test_list_changed_re_registers_with_one_tools_change(
 ) -> None:
     agent = runtime.scope("agent")
     mounted = await ptc_mcp.mount(agent, toy(tmp_path))
-    changes: list[ptc.Scope] = []
-    agent.on("tools/change", changes.append)
+
+    def extra() -> str:  # "Appeared later (grown Nx).": the listing after the Nth `grow`
+        seen = agent.view().visible.get("extra")
+        return "" if seen is None else seen.description
+
+    changes: list[tuple[ptc.Scope, str]] = []
+    agent.on("tools/change", lambda s: changes.append((s, extra())))
     assert (await agent.call("grow", {})).value == "grown"
-    await wait_for(lambda: "extra" in agent.view().visible)
-    await anyio.sleep(0.2)
-    assert changes == [agent]
+    await wait_for(lambda: "grown 1x" in extra())
+    # The fence: a second list_changed, told apart by its listing, goes through the same
+    # reader and the same one-at-a-time re-listing: a second change from the first one would
+    # come before the change of this one, which we wait for.
+    assert (await agent.call("grow", {})).value == "grown"
+    await wait_for(lambda: "grown 2x" in extra())
+    assert changes == [
+        (agent, "Appeared later (grown 1x)."),
+        (agent, "Appeared later (grown 2x)."),
+    ]
     assert mounted.names == (*TOY_NAMES, "extra")
     assert (await agent.call("extra", {})).value == "extra!"
 

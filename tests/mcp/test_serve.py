@@ -199,22 +199,31 @@ async def test_tool_changes_that_affect_the_scope_send_list_changed() -> None:
     def announcements() -> int:
         return sum(isinstance(m, types.ToolListChangedNotification) for m in heard)
 
+    async def tools(session: ClientSession) -> list[str]:
+        return [t.name for t in (await session.list_tools()).tools]
+
     async with ptc.ToolRuntime() as runtime:
         agent = runtime.scope("agent")
         other = runtime.scope("other")
         async with connected(agent, heard) as session:
-            assert (await session.list_tools()).tools == []
+            assert await tools(session) == []
             runtime.register(ptc.tool(lambda: 1, name="one", description="One."))  # on an ancestor
             await wait_for(lambda: announcements() == 1)
-            assert [t.name for t in (await session.list_tools()).tools] == ["one"]
+            assert await tools(session) == ["one"]
             other.register(ptc.tool(lambda: 2, name="two", description="Two."))  # a sibling
+            assert await tools(session) == ["one"]  # (apart from the burst: see the fence)
             with agent.batch():  # a burst is announced once
                 agent.register(ptc.tool(lambda: 3, name="three", description="Three."))
                 agent.restrict(deny=["one"])
             await wait_for(lambda: announcements() == 2)
-            await anyio.sleep(0.1)
-            assert announcements() == 2
-            assert [t.name for t in (await session.list_tools()).tools] == ["three"]
+            assert await tools(session) == ["three"]
+            # The fence: a change's announcement is sent a scheduling step after the change,
+            # so one for the sibling or a second one for the burst would be sent before this
+            # change's; the reply to a later request comes after all three.
+            agent.register(ptc.tool(lambda: 4, name="four", description="Four."))
+            await wait_for(lambda: announcements() >= 3)
+            assert await tools(session) == ["three", "four"]
+            assert announcements() == 3
 
 
 async def test_a_programs_output_reaches_the_client_while_it_runs() -> None:

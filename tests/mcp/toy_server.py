@@ -36,7 +36,7 @@ def obj(**properties: Any) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(properties)}
 
 
-def tool_list(bad_schema: bool, grown: bool) -> list[types.Tool]:
+def tool_list(bad_schema: bool, grown: int) -> list[types.Tool]:
     tools = [
         types.Tool(
             name="echo",
@@ -66,8 +66,9 @@ def tool_list(bad_schema: bool, grown: bool) -> list[types.Tool]:
         types.Tool(name="slow", description="Sleep.", input_schema=obj(seconds={"type": "number"})),
         types.Tool(name="grow", description="Add the tool `extra`.", input_schema=obj()),
     ]
-    if grown:
-        tools.append(types.Tool(name="extra", description="Appeared later.", input_schema=obj()))
+    if grown:  # its description counts the calls of `grow`: each list_changed is told apart
+        description = f"Appeared later (grown {grown}x)."
+        tools.append(types.Tool(name="extra", description=description, input_schema=obj()))
     if bad_schema:
         tools.append(
             types.Tool(
@@ -85,7 +86,7 @@ def main() -> None:
     parser.add_argument("--bad-schema", action="store_true")
     parser.add_argument("--hostile", action="store_true")
     args = parser.parse_args()
-    state = {"grown": False}
+    state = {"grown": 0}
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -146,7 +147,7 @@ def main() -> None:
                 raise
             return types.CallToolResult(content=[types.TextContent(type="text", text="slept")])
         if name == "grow":
-            state["grown"] = True
+            state["grown"] += 1
             await ctx.session.send_tool_list_changed()
             return types.CallToolResult(content=[types.TextContent(type="text", text="grown")])
         if name == "extra":

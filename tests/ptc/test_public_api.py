@@ -95,6 +95,22 @@ def test_all_is_pinned() -> None:
     assert sorted(ptc.__all__) == sorted(EXPECTED)
 
 
+def test_the_code_mode_half_of_a_scope_is_pinned() -> None:
+    # DESIGN section 2 names sdk and prepare; sdk_async is ptc's addition (deviations.md).
+    from ptc._scope_code import ScopeCodeMode
+
+    assert issubclass(ptc.Scope, ScopeCodeMode)
+    assert sorted(n for n in vars(ScopeCodeMode) if not n.startswith("_")) == [
+        "discard_suspension",
+        "prepare",
+        "resume",
+        "sdk",
+        "sdk_async",
+        "search_tools",
+        "suspension",
+    ]
+
+
 def test_every_name_in_all_exists() -> None:
     for name in ptc.__all__:
         assert hasattr(ptc, name), name

@@ -1,9 +1,10 @@
 """SDKs are built off the event loop: background builds after changes (debounced),
-``prepare()``, the pending ``run_code``, blocking only when nothing is ready, and the
-disk cache a restarted host reads.
+``prepare()``, ``sdk_async()``, the pending ``run_code``, blocking only when nothing is
+ready, and the disk cache a restarted host reads.
 
 Nothing here times anything: "off the event loop" is checked by the thread a build runs
-on, "debounced" by how many builds a burst of changes causes.
+on, "debounced" by how many builds a burst of changes causes, "gives the GIL away" by the
+threads that entered :func:`sdkgen.yielding_gil`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +34,19 @@ PENDING = "The SDK of this scope is being generated"
 class Builds:
     """Records every SDK assembly by a generator created during the test (runtimes of
     other tests may still be finishing builds on their own threads): the thread it ran on
-    and the tools it covered."""
+    and the tools it covered; every stub of a subset (``stub()``) and the thread it was
+    generated on; every thread that entered ``sdkgen.yielding_gil``."""
 
     def __init__(self) -> None:
         self.generators: list[sdkgen.SdkGenerator] = []
         self.threads: list[str] = []
         self.tool_sets: list[tuple[str, ...]] = []
+        self.idents: list[int] = []  # the thread of each generate() and stub(), in order
+        self.builders: list[int] = []  # the thread of each generate()
+        self.paced: list[int] = []
+
+    def mine(self, generator: sdkgen.SdkGenerator) -> bool:
+        return any(generator is mine for mine in self.generators)
 
 
 @pytest.fixture
@@ -53,13 +62,37 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> Iterator[Builds]:
     def generate(
         self: sdkgen.SdkGenerator, specs: Sequence[sdkgen.ToolSpec], **options: Any
     ) -> sdkgen.Sdk:
-        if any(self is mine for mine in record.generators):
+        if record.mine(self):
             record.threads.append(threading.current_thread().name)
             record.tool_sets.append(tuple(sorted(s.name for s in specs)))
+            record.idents.append(threading.get_ident())
+            record.builders.append(threading.get_ident())
         return original(self, specs, **options)
+
+    original_stub = sdkgen.SdkGenerator.stub
+
+    def stub(
+        self: sdkgen.SdkGenerator,
+        specs: Sequence[sdkgen.ToolSpec],
+        described: Collection[str],
+        **options: Any,
+    ) -> str:
+        if record.mine(self):
+            record.idents.append(threading.get_ident())
+        return original_stub(self, specs, described, **options)
+
+    original_yielding = sdkgen.yielding_gil
+
+    @contextmanager
+    def yielding_gil(every: float = 0.001) -> Iterator[None]:
+        record.paced.append(threading.get_ident())
+        with original_yielding(every):
+            yield
 
     monkeypatch.setattr(sdkgen.SdkGenerator, "__init__", init)
     monkeypatch.setattr(sdkgen.SdkGenerator, "generate", generate)
+    monkeypatch.setattr(sdkgen.SdkGenerator, "stub", stub)
+    monkeypatch.setattr(sdkgen, "yielding_gil", yielding_gil)
     yield record
 
 
@@ -114,6 +147,71 @@ async def test_in_search_discovery_prepare_leaves_the_full_stub_to_the_backgroun
         assert "def alpha(" not in description(agent)
         assert "def alpha(" in agent.sdk()  # waits for the background build if need be
         assert "ptc-sdkgen-full_0" in builds.threads
+
+
+@pytest.mark.parametrize("discovery", ["inline", "search"])
+async def test_after_prepare_model_tools_generates_nothing(
+    builds: Builds, discovery: ptc.DiscoveryMode
+) -> None:
+    async with runtime() as rt:
+        rt.register(tool("alpha"))
+        rt.register(tool("beta"))
+        agent = rt.scope("agent")
+        agent.present_as("code", discovery=discovery)
+        await agent.prepare()
+        count = len(builds.idents)
+        spec = agent.model_tools()[0]
+        assert PENDING not in str(spec["description"])
+        assert len(builds.idents) == count  # ready: not built, generated nor waited for
+        if discovery == "inline":
+            agent.sdk()
+            assert len(builds.idents) == count
+
+
+async def test_sdk_async_waits_off_the_loop_and_sdk_then_answers_at_once(
+    builds: Builds,
+) -> None:
+    async with runtime() as rt:
+        rt.register(tool("alpha"))
+        agent = rt.scope("agent")
+        agent.present_as("code", discovery="search")
+        await agent.prepare()
+        loop = threading.get_ident()
+        full = await agent.sdk_async()
+        assert "def alpha(" in full
+        assert builds.idents and loop not in builds.idents
+        count = len(builds.idents)
+        assert agent.sdk() == full
+        assert len(builds.idents) == count
+
+
+async def test_sdk_async_generates_a_subset_off_the_loop(builds: Builds) -> None:
+    async with runtime(default_mode="code") as rt:
+        rt.register(tool("alpha"))
+        rt.register(tool("beta"))
+        await rt.root.prepare()
+        loop = threading.get_ident()
+        count = len(builds.idents)
+        part = await rt.root.sdk_async(tools=["alpha"])
+        assert "def alpha(" in part and "def beta(" not in part
+        assert len(builds.idents) == count + 1 and builds.idents[-1] != loop
+        assert builds.paced[-1] == builds.idents[-1]  # paced on its worker thread
+        paced = len(builds.paced)
+        assert rt.root.sdk(tools=["alpha"]) == part  # the sync one: on this thread...
+        assert builds.idents[-1] == loop
+        assert len(builds.paced) == paced  # ...which it never gives the GIL away from
+        with pytest.raises(ptc.UsageError, match=r"'alpa' \(close: alpha\)"):
+            await rt.root.sdk_async(tools=["alpa"])
+
+
+async def test_background_builds_give_the_gil_away(builds: Builds) -> None:
+    async with runtime(default_mode="code") as rt:
+        rt.register(tool("alpha"))
+        await rt.root.prepare()
+        await rt.root.sdk_async()
+    assert builds.threads and all(t.startswith("ptc-sdkgen") for t in builds.threads)
+    # Every build thread entered yielding_gil (the generator then pauses in its loops).
+    assert set(builds.builders) <= set(builds.paced)
 
 
 async def test_a_burst_of_registrations_is_built_about_once(builds: Builds) -> None:
@@ -244,9 +342,9 @@ async def test_a_scope_closed_before_its_debounced_flush_is_not_built(
     failures: list[BaseException] = []
     flush = Rebuilds._flush
 
-    def observed(self: Rebuilds) -> None:
+    def observed(self: Rebuilds) -> Any:
         try:
-            flush(self)
+            return flush(self)
         except BaseException as exc:
             failures.append(exc)
             raise

@@ -302,14 +302,36 @@ async def test_tokens_are_single_use_scope_bound_and_unknown_ones_are_refused(
         await rt.root.resume(token, "deferred")
 
 
-async def test_an_expired_suspension_cannot_be_resumed() -> None:
-    host = Host()
-    store = ptc.SuspensionStore(ttl_seconds=0.2)
+class Clock:
+    """A wall clock the test moves by hand (what a store's ``clock=`` reads)."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("kind", ["memory", "files"])
+async def test_an_expired_suspension_cannot_be_resumed(tmp_path: Path, kind: str) -> None:
+    host, clock = Host(), Clock()
+    store = (
+        ptc.SuspensionStore(ttl_seconds=60, clock=clock)
+        if kind == "memory"
+        else ptc.FileSuspensionStore(tmp_path, ttl_seconds=60, clock=clock)
+    )
     async with make_runtime(host, suspensions=store) as rt:
-        token = token_of(await rt.root.run_code(PROGRAM))
-        await anyio.sleep(0.3)
+        suspended = await rt.root.run_code(PROGRAM, call_id="late")
+        token = token_of(suspended)
+        assert data(suspended.meta)["suspension"]["expires_at"] == clock.now + 60
+        clock.now += 59.9  # still live: found by its call id
+        assert rt.root.suspension("late") is not None
+        clock.now += 0.1  # the expiry itself
+        assert rt.root.suspension("late") is None
         with pytest.raises(ptc.SuspensionError, match="expired"):
             await rt.root.resume(token, "allowed-once")
+        with pytest.raises(ptc.SuspensionError, match="no suspended run has this token"):
+            await rt.root.resume(token, "allowed-once")  # the expired record is gone
     assert host.ran["write"] == 0
 
 
@@ -408,6 +430,8 @@ async def test_a_store_with_another_secret_refuses_the_files(tmp_path: Path) -> 
 def test_store_options_are_checked(tmp_path: Path) -> None:
     with pytest.raises(ptc.UsageError):
         ptc.SuspensionStore(ttl_seconds=0)
+    with pytest.raises(ptc.UsageError, match="clock"):
+        ptc.SuspensionStore(clock=1.0)  # type: ignore[arg-type]
     with pytest.raises(ptc.UsageError):
         ptc.FileSuspensionStore(tmp_path, secret=b"short")
     with pytest.raises(ptc.UsageError):

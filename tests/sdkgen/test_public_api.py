@@ -19,6 +19,7 @@ def test_all_names_are_exported_and_nothing_else_is_public() -> None:
         "property_idents",
         "spec_digest",
         "tool_idents",
+        "yielding_gil",
     )
     public = {n for n in vars(sdkgen) if not n.startswith("_")}
     assert public == set(sdkgen.__all__)

@@ -254,7 +254,14 @@ def _case(run: HostRun, name: str) -> dict[str, Any]:
     return case
 
 
-@pytest.fixture(params=[*ENVIRONMENTS, *WITH_PTC_PROFILE])
+# One run of the suite per environment and test process (``_suite`` is cached): each
+# environment's tests go to one pytest-xdist worker (make test's --dist loadgroup).
+@pytest.fixture(
+    params=[
+        pytest.param(env, marks=pytest.mark.xdist_group(f"security-environments-{env}"))
+        for env in [*ENVIRONMENTS, *WITH_PTC_PROFILE]
+    ]
+)
 def suite(request: pytest.FixtureRequest, envsim: Harness) -> tuple[str, HostRun, int]:
     env: str = request.param
     run, accepted = _suite(envsim, env, None)

@@ -2,12 +2,16 @@
 
 The corpora (``tests/corpora/``: pydantic-monty's test cases and smolagents' executor
 tests, kept where CPython 3.11 passes them) run through real contained children, many
-cases per child (``benchmarks._fidelity.run_ptc``). The thresholds are DESIGN section 5's:
+cases per child (``tests/worker/fidelity.py``). The thresholds are DESIGN section 5's:
 
 - ``python`` behaves as CPython on every case;
 - ``restricted`` accepts at least 90% of the Monty success cases Monty accepts, at least
   95% of the smolagents cases smolagents accepts, and raises the right exception type on
   at least 90% of Monty's error cases.
+
+Beyond the thresholds, the cases ``restricted`` fails are pinned, case by case, in
+``fidelity_known_failures.json`` (id -> verdict): a case that starts failing fails the
+test, and so does a known failure that now passes (remove it from the file).
 
 What Monty and smolagents accept comes from ``benchmarks/results/fidelity.json`` (both are
 benchmark dependencies; ``python -m benchmarks.fidelity`` measures them).
@@ -21,7 +25,15 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks._fidelity import CORPORA, CORPORA_DIR, Case, Scoreboard, load_corpus, run_ptc
+from tests.worker.fidelity import (
+    CORPORA,
+    CORPORA_DIR,
+    Case,
+    Scoreboard,
+    Verdict,
+    load_corpus,
+    run_ptc,
+)
 from worker import Containment
 from worker._backend import SubprocessBackend
 
@@ -30,6 +42,8 @@ pytestmark = [pytest.mark.anyio, pytest.mark.needs_root]
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "fidelity.json"
 CASES = {name: load_corpus(name) for name in CORPORA}
 PEERS = json.loads(RESULTS.read_text(encoding="utf-8"))
+KNOWN_FILE = Path(__file__).with_name("fidelity_known_failures.json")
+KNOWN: dict[str, dict[str, dict[str, Verdict]]] = json.loads(KNOWN_FILE.read_text("utf-8"))
 
 
 @pytest.fixture(scope="module")
@@ -112,3 +126,16 @@ async def test_restricted_raises_the_right_type_on_90_percent_of_monty_errors(
     board = boards["restricted"]["monty"]
     right = {c.id for c in cases if board.verdicts[c.id] in ("pass", "type")}
     assert len(right) >= 0.9 * len(cases), listing(board, {c.id for c in cases} - right)
+
+
+@pytest.mark.parametrize("corpus", sorted(CORPORA))
+async def test_restricted_fails_exactly_the_known_cases(
+    boards: dict[str, dict[str, Scoreboard]], corpus: str
+) -> None:
+    board = boards["restricted"][corpus]
+    failing = {c.id: board.verdicts[c.id] for c in CASES[corpus] if board.verdicts[c.id] != "pass"}
+    known = KNOWN["restricted"][corpus]
+    new = {i for i, verdict in failing.items() if known.get(i) != verdict}
+    assert not new, f"{len(new)} cases fail (or fail otherwise) now:\n{listing(board, new)}"
+    fixed = sorted(set(known) - set(failing))
+    assert not fixed, f"known failures that pass now: remove them from {KNOWN_FILE.name}: {fixed}"

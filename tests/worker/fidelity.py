@@ -1,5 +1,8 @@
 """The fidelity corpora and their scoreboard: cases, how a run is judged, ptc's runner.
 
+Used by ``test_fidelity.py`` and by the benchmark that compares ptc with its peers
+(``python -m benchmarks.fidelity``, which imports it from here: tests import no benchmark).
+
 A case (``tests/corpora/*.json``, extracted by ``benchmarks.fidelity_extract``) is a
 program and how CPython 3.11 ends it: ``success`` (no exception), ``value`` (no exception,
 and this value, plus this output where the source checks it) or ``exception`` (this type
@@ -35,7 +38,7 @@ from worker import (
     WorkerBackend,
 )
 
-CORPORA_DIR = Path(__file__).resolve().parent.parent / "tests" / "corpora"
+CORPORA_DIR = Path(__file__).resolve().parents[1] / "corpora"
 CORPORA = {"monty": "monty-1.4.0.MIT.json", "smolagents": "smolagents-1.26.0.Apache-2.0.json"}
 """Corpus name -> its file in :data:`CORPORA_DIR`."""
 
