@@ -1,11 +1,13 @@
-"""The host's handle on one contained child: its run channel, its keeper, its cgroups.
+"""The host's handle on one contained child: its run channel, its supervisor line, its
+cgroups.
 
 A :class:`ChildHandle` is made as soon as the zygote was asked for a child (the sockets
-exist, the processes may not yet). :meth:`ChildHandle.handshake` waits for the keeper's
-hello and the child's ``ready``; afterwards the run loop reads and writes frames through
-:attr:`~ChildHandle.channel` (``_run_channel``) and the keeper's lines go through
+exist, the process may not yet). :meth:`ChildHandle.handshake` waits for the zygote's
+hello and the child's ``ready``; :meth:`ChildHandle.apply_limits` has the child set the
+run's rlimits on itself; afterwards the run loop reads and writes frames through
+:attr:`~ChildHandle.channel` (``_run_channel``) and the line's reports come through
 :attr:`~ChildHandle.keeper` (``_keeper_channel``). :meth:`~ChildHandle.close` kills the
-tree, confirms it is gone and releases everything.
+child, confirms it is gone and releases everything.
 """
 
 from __future__ import annotations
@@ -34,11 +36,11 @@ from ._types import Dimension, Enforcement
 KILL_CONFIRM_S = 2.0
 KEEPER_REPORT_S = 0.02
 STARTUP_REPORT_S = 1.0
-"""How long a handshake waits for the keeper's word on a child that died setting up."""
+"""How long a handshake waits for the line's word on a child that died setting up."""
 
 
 class ChildHandle:
-    """One contained child (and its keeper) as the host sees it. Used by one run at most."""
+    """One contained child as the host sees it. Used by one run at most."""
 
     def __init__(
         self, *, run: SocketStream, keeper: SocketStream, cgroups: RunCgroups, scratch: str
@@ -46,7 +48,8 @@ class ChildHandle:
         self.channel = RunChannel(run)
         """The run channel: the child's frames in, the host's out."""
         self.keeper = KeeperChannel(keeper)
-        """The keeper's lines: the limits request and answer, the exit report."""
+        """The child's supervisor line: its setup failure, the scratch keeper's kill, the
+        zygote's exit report."""
         self._cgroups = cgroups
         self._scratch = scratch
         self._keeper_pid = 0
@@ -58,6 +61,8 @@ class ChildHandle:
         self._closed = False
         self._sdk_module: str | None = None
         self._killed = False
+        self.cpu_limit_s = 0.0
+        """The soft RLIMIT_CPU the child set itself for its run (0: none)."""
 
     @property
     def cgroups(self) -> RunCgroups:
@@ -70,7 +75,7 @@ class ChildHandle:
 
     @property
     def keeper_pid(self) -> int:
-        """The keeper's pid (0 before its hello)."""
+        """The child's supervisor's pid, the zygote's (0 before its hello)."""
         return self._keeper_pid
 
     @property
@@ -160,10 +165,10 @@ class ChildHandle:
                     if hello.keeper_pid > 0:
                         self._keeper_pidfd = os.pidfd_open(hello.keeper_pid)
                 frame = await self.channel.next_frame()
-                if frame is None:  # the child died setting up: its keeper says why
+                if frame is None:  # the child died setting up: its line says why
                     with anyio.move_on_after(STARTUP_REPORT_S):
                         await self.keeper.wait_exit()
-                    raise _no_ready(self.keeper.exit)
+                    raise _no_ready(self.keeper)
             if frame["type"] != "ready":
                 raise WorkerError(f"child sent {frame['type']!r} before ready")
             self._enforcement = _enforcement.from_json(frame["enforcement"])
@@ -178,6 +183,28 @@ class ChildHandle:
         except BaseException:
             await self.close()
             raise
+
+    async def apply_limits(self, *, cpu_seconds: float, data_mib: int, as_mib: int) -> str:
+        """Have the child set the run's rlimits on itself (before any program: the ``limits``
+        frame and its answer); "" when it did, else why not. Never raises for a child that
+        is gone or answers wrongly: that is the reason."""
+        frame = {
+            "type": "limits",
+            "cpu_seconds": cpu_seconds,
+            "data_mib": data_mib,
+            "as_mib": as_mib,
+        }
+        try:
+            await self.channel.send(encode(frame))
+            answer = await self.channel.next_frame()
+        except (WorkerError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            return str(exc) or type(exc).__name__
+        if answer is None or answer["type"] != "applied":
+            return "the child exited" if answer is None else f"the child sent {answer['type']!r}"
+        if not answer["applied"]:
+            return str(answer["error"]) or "not applied"
+        self.cpu_limit_s = float(answer["cpu_limit_s"])
+        return ""
 
     async def preload_sdk(self, module: str) -> None:
         """Send the SDK module ahead of ``start`` (the child compiles it while it waits)."""
@@ -230,7 +257,8 @@ class ChildHandle:
     async def close(self, janitor: CgroupJanitor | None = None) -> None:
         """Kill (if needed) and release everything: sockets, pidfd, scratch, cgroups.
 
-        With ``janitor``, the cgroup directories are removed on its thread."""
+        With ``janitor``, the cgroups are kept for a later child (emptied and reset) or
+        removed on its thread."""
         if self._closed:
             return
         with anyio.CancelScope(shield=True):
@@ -245,7 +273,7 @@ class ChildHandle:
             if janitor is None:
                 self._cgroups.remove()
             else:
-                janitor.discard(self._cgroups)
+                janitor.recycle(self._cgroups)
             timing_mark("teardown")
 
 
@@ -261,20 +289,23 @@ def host_resource_error(exc: OSError) -> str:
 
 def _no_hello(line: KeeperLine | None) -> WorkerError:
     if line is None:
-        return StartFailed(
-            "could not start a child: the keeper exited before forking it", lasting=False
-        )
+        return StartFailed("could not start a child: the zygote is gone", lasting=False)
     if isinstance(line, SpawnFailed):
         return StartFailed(f"could not start a child: {line.error}", lasting=False)
+    if isinstance(line, ExitReport):
+        why = f"it died before it said hello ({_exit_text(line.status)})"
+        return StartFailed(f"could not start a child: {why}", lasting=False)
     if isinstance(line, SetupFailed):
         return StartFailed(f"could not start a child: {line.describe()}", lasting=line.lasting)
-    return WorkerError(f"the keeper sent {type(line).__name__} before its hello")
+    return WorkerError(f"the line said {type(line).__name__} before hello")
 
 
-def _no_ready(report: ExitReport | None) -> StartFailed:
-    if report is not None and report.cause:
-        # The child's own setup (rlimits, the scratch dir, capabilities): the same each time.
-        return StartFailed(f"could not start a child: {report.cause}", lasting=True)
+def _no_ready(line: KeeperChannel) -> StartFailed:
+    failed = line.setup_failed
+    if failed is not None:
+        # A step of the child's own setup: lasting unless it ran out of something.
+        return StartFailed(f"could not start a child: {failed.describe()}", lasting=failed.lasting)
+    report = line.exit
     status = "" if report is None else f" ({_exit_text(report.status)})"
     return StartFailed(
         f"could not start a child: it exited before it was ready{status}", lasting=False

@@ -177,14 +177,14 @@ def _processes(f: Facts) -> dict[str, str]:
         )
     if f.seccomp:
         # Without fork or exec the child is the whole tree: killing its pid ends the run,
-        # and the keeper (a subreaper) sweeps whatever might still reparent to it.
+        # and the zygote (its parent, a subreaper) reaps it.
         deny = "seccomp fork/exec/thread deny" if f.scratch_gate else "seccomp fork/exec deny"
-        mechanism = _join([deny, signal_text, *killers, "keeper kill + sweep"], " + ")
+        mechanism = _join([deny, signal_text, *killers, "zygote kill + reap"], " + ")
         return _e("full", mechanism)
     gap = f.seccomp_error or "no seccomp"
     if killers or signal_text:
-        return _e("partial", _join([*killers, signal_text, "keeper kill + sweep"], " + "), gap)
-    return _e("none", "keeper kill + sweep", _join([gap, "no pid namespace or cgroup"]))
+        return _e("partial", _join([*killers, signal_text, "zygote kill + reap"], " + "), gap)
+    return _e("none", "zygote kill + reap", _join([gap, "no pid namespace or cgroup"]))
 
 
 def _memory(f: Facts) -> dict[str, str]:

@@ -1,36 +1,30 @@
-"""The keeper's line protocol: one JSON object per line on the keeper's own socketpair.
+"""The supervisor's line protocol: one JSON object per line on a child's own socketpair.
 
-keeper -> host, in this order::
+The host holds one end; the zygote (the child's parent and supervisor) holds the other, and
+the child itself holds a copy while it sets itself up (and closes it before the program
+runs). Lines, to the host, in this order::
 
-    hello   {"keeper": pid, "child": pid}      once, right after the keeper forked the child
+    hello   {"keeper": pid, "child": pid}      once, right after the zygote forked the child
             {"error": str}                      instead of hello: the zygote could not fork
             {"step": str, "error": str, "errno": int}
-                                                instead of hello: a step of the keeper's
-                                                setup failed (e.g. "chown the scratch dir")
-    ack     {"applied": bool, "error": str, "cpu_limit_s": int, "scratch_error": str}
-                                                the answer to the limits request: the soft
-                                                RLIMIT_CPU (hard is one second more; 0 if
-                                                not applied); scratch_error "" when the
-                                                scratch quota was set
-    exit    {"exit": wait status, "cpu_ms": float, "maxrss_kib": int, "cpu_limit": bool,
-             "cause": str}
-                                                last, once the child is gone and reaped;
-                                                cpu_limit: it died of its RLIMIT_CPU;
-                                                cause: what ended it, when the keeper
-                                                knows ("" otherwise): it killed the child
-                                                (the scratch quota), or the child could not
-                                                set itself up
+                                                after hello: a step of the child's own
+                                                setup failed (e.g. "mount the scratch
+                                                tmpfs"); the child exits
+            {"killed": str}                     the scratch keeper killed the child, and why
+                                                (its quota's entry cap, a file it could not
+                                                see)
+    exit    {"exit": wait status, "cpu_ms": float, "maxrss_kib": int, "cpu_clock_s": float}
+                                                last, once the child is gone and reaped by
+                                                the zygote: its status, rusage, and the CPU
+                                                clock the kernel checks RLIMIT_CPU against,
+                                                read from the zombie before it was reaped
 
-host -> keeper::
-
-    limits  {"cpu_seconds": number, "memory_mib": int, "scratch_mib": int, "data_mib": int}
-                                                at most once, when the host takes the child
-
-Each line is a frozen value object here; both ends write with ``to_line()`` (the keeper in
-``_keeper``, the zygote's fork failure in ``_zygote``, the host's request in
-``_keeper_channel``) and read with :class:`KeeperLineDecoder` / :func:`parse_limits_request`.
-Anything malformed is a :class:`WorkerError`, never a ``KeyError`` or JSON error. Standard
-library only: the zygote and the keeper import it.
+The host writes nothing (a closed end tells the zygote nothing: it reaps the child when it
+dies). Each line is a frozen value object here; the writers use ``to_line()`` (the zygote in
+``_supervise``, the child in ``_isolate``/``_confine``, the scratch keeper in
+``_gatekeeper``) and the host reads with :class:`KeeperLineDecoder`. Anything malformed is a
+:class:`WorkerError`, never a ``KeyError`` or JSON error. Standard library only: the zygote
+and its children import it.
 """
 
 from __future__ import annotations
@@ -50,7 +44,6 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"))
 first costing it page faults)."""
 _INT = (int,)
 _NUMBER = (int, float)
-_BOOL = (bool,)
 _STR = (str,)
 
 
@@ -76,7 +69,7 @@ class _Line:
 
 @dataclass(frozen=True, kw_only=True)
 class Hello(_Line):
-    """The keeper forked the child."""
+    """The zygote forked the child (``keeper_pid``: the zygote, the child's supervisor)."""
 
     keeper_pid: int
     child_pid: int
@@ -85,7 +78,7 @@ class Hello(_Line):
 
 @dataclass(frozen=True, kw_only=True)
 class SpawnFailed(_Line):
-    """No keeper: the zygote's fork failed (written by the zygote on the keeper's socket)."""
+    """No child: the zygote's fork failed (written by the zygote on the child's socket)."""
 
     error: str
     WIRE = (("error", "error", _STR),)
@@ -93,7 +86,7 @@ class SpawnFailed(_Line):
 
 @dataclass(frozen=True, kw_only=True)
 class SetupFailed(_Line):
-    """No child: a step of the keeper's setup failed (written by the keeper itself)."""
+    """A step of the child's own setup failed (written by the child before it exits)."""
 
     step: str
     error: str
@@ -109,7 +102,7 @@ class SetupFailed(_Line):
         return self.errno not in _PASSING_ERRNOS
 
     def describe(self) -> str:
-        return f"the keeper could not {self.step}: {self.error}"
+        return f"the child could not {self.step}: {self.error}"
 
 
 _PASSING_ERRNOS = frozenset(
@@ -118,70 +111,34 @@ _PASSING_ERRNOS = frozenset(
 
 
 @dataclass(frozen=True, kw_only=True)
-class LimitsAck(_Line):
-    """Whether the keeper lowered the child's CPU and address-space rlimits, and set the
-    scratch tmpfs to the run's quota."""
+class Killed(_Line):
+    """The scratch keeper killed the child (written just before the kill), and why."""
 
-    applied: bool
-    error: str
-    cpu_limit_s: float
-    """The soft RLIMIT_CPU applied (seconds of CPU the child may have used in total)."""
-    scratch_error: str = ""
-    """Why the scratch quota was not set ("" when it was)."""
-    WIRE = (
-        ("applied", "applied", _BOOL),
-        ("error", "error", _STR),
-        ("cpu_limit_s", "cpu_limit_s", _NUMBER),
-        ("scratch_error", "scratch_error", _STR),
-    )
+    reason: str
+    WIRE = (("killed", "reason", _STR),)
 
 
 @dataclass(frozen=True, kw_only=True)
 class ExitReport(_Line):
-    """The child is gone: its wait status and rusage, and whether its CPU limit killed it."""
+    """The child is gone: its wait status, rusage, and the CPU clock RLIMIT_CPU is checked
+    against (the host decides from it whether the CPU limit ended the child)."""
 
     status: int
     cpu_ms: float
     maxrss_kib: int
-    cpu_limit: bool = False
-    """The keeper's finding (not a rusage threshold): the kernel's RLIMIT_CPU clock had
-    passed the soft limit the keeper set, and the child died of SIGXCPU, SIGKILL or its
-    SIGXCPU handler's exit."""
-    cause: str = ""
-    """What ended the child, when the keeper knows: it killed it (``killed by the keeper:
-    ...``) or the child could not set itself up (``could not set itself up: ...``); ""
-    otherwise."""
+    cpu_clock_s: float = 0.0
     WIRE = (
         ("exit", "status", _INT),
         ("cpu_ms", "cpu_ms", _NUMBER),
         ("maxrss_kib", "maxrss_kib", _INT),
-        ("cpu_limit", "cpu_limit", _BOOL),
-        ("cause", "cause", _STR),
+        ("cpu_clock_s", "cpu_clock_s", _NUMBER),
     )
 
 
-@dataclass(frozen=True, kw_only=True)
-class LimitsRequest(_Line):
-    """The host's one request: the run's CPU seconds, memory and scratch quota, and the
-    RLIMIT_DATA it chose (the memory itself without a memory cgroup; a backstop 1 GiB above
-    it with one, so the cgroup's own OOM kill comes first, as before)."""
-
-    cpu_seconds: float
-    memory_mib: int
-    scratch_mib: int
-    data_mib: int
-    WIRE = (
-        ("cpu_seconds", "cpu_seconds", _NUMBER),
-        ("memory_mib", "memory_mib", _INT),
-        ("scratch_mib", "scratch_mib", _INT),
-        ("data_mib", "data_mib", _INT),
-    )
-
-
-KeeperLine: TypeAlias = Hello | SpawnFailed | SetupFailed | LimitsAck | ExitReport
+KeeperLine: TypeAlias = Hello | SpawnFailed | SetupFailed | Killed | ExitReport
 _FROM_KEEPER: dict[frozenset[str], type[KeeperLine]] = {
     frozenset(key for key, _, _ in cls.WIRE): cls
-    for cls in (Hello, SpawnFailed, SetupFailed, LimitsAck, ExitReport)
+    for cls in (Hello, SpawnFailed, SetupFailed, Killed, ExitReport)
 }
 
 
@@ -196,20 +153,12 @@ def _object(line: bytes) -> dict[str, Any]:
 
 
 def parse_keeper_line(line: bytes) -> KeeperLine:
-    """One line the keeper (or the zygote on its behalf) wrote, without its newline."""
+    """One line the zygote, the child or the scratch keeper wrote, without its newline."""
     obj = _object(line)
     cls = _FROM_KEEPER.get(frozenset(obj))
     if cls is None:
         raise WorkerError(f"keeper line with unknown fields {sorted(obj)[:10]}")
     return cls.from_wire(obj)
-
-
-def parse_limits_request(line: bytes) -> LimitsRequest:
-    """The host's limits request, as the keeper reads it."""
-    obj = _object(line)
-    if set(obj) != {key for key, _, _ in LimitsRequest.WIRE}:
-        raise WorkerError(f"limits request with fields {sorted(obj)[:10]}")
-    return LimitsRequest.from_wire(obj)
 
 
 class KeeperLineDecoder:

@@ -116,23 +116,15 @@ def _fs_rights(abi: int) -> int:
     return rights
 
 
-def restrict(
-    *, read_only: Iterable[str], read_write: Iterable[str], abi: int | None = None
-) -> LandlockResult:
-    """Restrict this thread (and its future children) to the given paths.
-
-    Everything not listed is denied; on ABI >= 4 TCP bind/connect are denied; on ABI >= 6
-    signals and abstract unix sockets are scoped to this domain. Raises ``OSError`` when a
-    syscall fails; missing paths are skipped.
-    """
+def ruleset(*, read_only: Iterable[str], read_write: Iterable[str], abi: int) -> int:
+    """A ruleset fd allowing only the given paths (missing ones are skipped); on ABI >= 4 TCP
+    bind/connect denied, on ABI >= 6 signals and abstract unix sockets scoped. Built once
+    (the zygote does, for children whose scratch is the same mount point), then applied by
+    :func:`restrict_with` as often as needed. Raises ``OSError``."""
     nums = _numbers()
-    if abi is None:
-        abi, why = status()
-        if abi <= 0:
-            raise OSError(why)
     if nums is None or abi <= 0:
         raise OSError("Landlock is not available on this kernel")
-    create, add_rule, restrict_self = nums
+    create, add_rule, _ = nums
     handled = _fs_rights(abi)
     attr = _RulesetAttr(handled_access_fs=handled)
     size = 8
@@ -152,12 +144,37 @@ def restrict(
             _add_path(add_rule, fd, path, read & handled)
         for path in read_write:
             _add_path(add_rule, fd, path, handled)
-        if _libc.syscall(restrict_self, fd, ctypes.c_uint32(0)) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"landlock_restrict_self: {os.strerror(err)}")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def restrict_with(ruleset_fd: int, abi: int) -> LandlockResult:
+    """Restrict this thread (and its future children) by ``ruleset_fd``. Raises ``OSError``."""
+    nums = _numbers()
+    if nums is None:
+        raise OSError("Landlock is not available on this kernel")
+    if _libc.syscall(nums[2], ruleset_fd, ctypes.c_uint32(0)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"landlock_restrict_self: {os.strerror(err)}")
+    return LandlockResult(abi=abi, tcp_denied=abi >= 4, scoped=abi >= 6)
+
+
+def restrict(
+    *, read_only: Iterable[str], read_write: Iterable[str], abi: int | None = None
+) -> LandlockResult:
+    """Restrict this thread (and its future children) to the given paths (a ruleset made
+    and applied at once: :func:`ruleset`, :func:`restrict_with`). Raises ``OSError``."""
+    if abi is None:
+        abi, why = status()
+        if abi <= 0:
+            raise OSError(why)
+    fd = ruleset(read_only=read_only, read_write=read_write, abi=abi)
+    try:
+        return restrict_with(fd, abi)
     finally:
         os.close(fd)
-    return LandlockResult(abi=abi, tcp_denied=abi >= 4, scoped=abi >= 6)
 
 
 def _add_path(add_rule: int, ruleset_fd: int, path: str, access: int) -> None:

@@ -7,8 +7,9 @@ Every frame is a JSON object with a string ``"type"``; :data:`SCHEMAS` maps the 
 :class:`ProtocolError`, so both sides treat the other's frames as hostile until
 :func:`validate_frame` accepted them.
 
-Child -> host: ``ready call stdout log state saved done``; host -> child: ``sdk start
-state result``. ``state`` frames carry a session's state as base64 chunks (``_state``). Frame
+Child -> host: ``ready applied call stdout log state saved done``; host -> child: ``limits
+sdk start state result``. ``state`` frames carry a session's state as base64 chunks
+(``_state``). Frame
 *order* (ready first, nothing after done, increasing call ids) is the host's run loop's
 job (``_runloop``); this module checks each frame alone.
 
@@ -87,6 +88,7 @@ def _exact(*types: type) -> Check:
 
 
 _INT = _exact(int)
+_BOOL = _exact(bool)
 _STR = _exact(str)
 _NUMBER = _exact(int, float)
 _OBJECT = _exact(dict)
@@ -300,6 +302,8 @@ _STATE = FrameSchema({"data": _text(STATE_CHUNK_CHARS)})
 SCHEMAS: Mapping[Sender, Mapping[str, FrameSchema]] = {
     "child": {
         "ready": FrameSchema({"pid": _INT, "enforcement": _map_of(DIMENSIONS, _ENFORCEMENT)}),
+        # The rlimits the child set itself, before any program (the answer to ``limits``).
+        "applied": FrameSchema({"applied": _BOOL, "error": _text(1000), "cpu_limit_s": _NUMBER}),
         "call": FrameSchema({"calls": _list_of(_call_entry, min_items=1)}),
         "stdout": FrameSchema({"data": _STR}),
         "log": FrameSchema({"record": _LOG_RECORD}),
@@ -311,6 +315,11 @@ SCHEMAS: Mapping[Sender, Mapping[str, FrameSchema]] = {
         ),
     },
     "host": {
+        # The run's rlimits (RLIMIT_CPU soft from the child's clock, RLIMIT_DATA, RLIMIT_AS),
+        # sent at most once, before ``sdk`` and ``start``.
+        "limits": FrameSchema(
+            {"cpu_seconds": _NUMBER, "data_mib": _positive_int, "as_mib": _positive_int}
+        ),
         "sdk": FrameSchema({"module": _STR}),
         "start": FrameSchema(
             {

@@ -1,12 +1,14 @@
 """The pool of contained children: requested ahead, primed for the runs in use, one run each.
 
-A pooled child is requested from the zygote (its scratch dir and cgroups are made then),
+A pooled child is requested from the zygote (its cgroups are made then; its scratch, a
+tmpfs or a directory, is made by the child itself, at the size of the key it is asked for),
 completes its handshake and is *primed* in the background for a :class:`RunKey` (the SDK
-module and the CPU and memory limits of the run that last took a child): the cgroup memory
-limit written, the keeper's rlimits applied, the SDK module pre-loaded with an ``sdk`` frame
-(the child compiles it while it waits). A run takes a child primed for its own key, else an
-unprimed one (limits and SDK module then on its critical path). A child primed for one key
-never serves another, and no child serves two runs: :meth:`ChildPool.take` removes it.
+module and the CPU, memory and scratch limits of the run that last took a child): the
+cgroup memory limit written, the run's rlimits set by the child on itself (a ``limits``
+frame), the SDK module pre-loaded with an ``sdk`` frame (the child compiles it while it
+waits). A run takes a child primed for its own key, else an unprimed one of its scratch
+size (limits and SDK module then on its critical path). A child primed for one key never
+serves another, and no child serves two runs: :meth:`ChildPool.take` removes it.
 
 Off the critical path (:class:`Chores`): topping the pool up, priming, and the teardown of
 a child whose run finished normally (it is SIGKILLed at once; the confirmation that the tree
@@ -26,24 +28,23 @@ import functools
 import logging
 import os
 import secrets
-import shutil
 import socket
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 from anyio.abc import UNIXSocketStream
 
 from . import _landlock
 from ._cgroups import CgroupJanitor, RunCgroups
-from ._child_handle import ChildHandle, host_resource_error
+from ._child_handle import ChildHandle, host_resource_error, remove_scratch
 from ._chores import Chores
 from ._errors import StartFailed, WorkerError
-from ._keeper_lines import LimitsRequest
+from ._leftovers import host_mark, sweep_dead_hosts
+from ._spawn_config import ChildRequest, ZygoteConfig
 from ._types import Containment, Dimension, Enforcement, Level, Limits
-from ._zygote import ZygoteClient
+from ._zygote_client import ZygoteClient
 
 SPAWN_TIMEOUT_S = 10.0
 LASTING_RETRY_S = 10.0
@@ -53,10 +54,14 @@ REFILL_BACKOFF_S = (0.1, 5.0)
 logger = logging.getLogger("ptc.worker")
 
 
+DEFAULT_SCRATCH_MIB = Limits().scratch_mib
+"""The scratch size of a child asked for before any run (its key not known yet)."""
+
+
 @dataclass(frozen=True, slots=True)
 class RunKey:
-    """What a primed child is prepared for: the SDK module and the limits its keeper and
-    cgroup were given."""
+    """What a primed child is prepared for: the SDK module and the limits it and its cgroup
+    were given (its scratch was made at that size)."""
 
     sdk_module: str
     cpu_seconds: float
@@ -96,7 +101,13 @@ class ChildPool:
 
     def __init__(self, containment: Containment) -> None:
         self.containment = containment
-        self.zygote = ZygoteClient()
+        self._mark = host_mark()
+        self._swept = False
+        self.root = os.path.join(tempfile.gettempdir(), f"{self._mark}-{secrets.token_hex(6)}")
+        """Where every child's scratch is: ``<root>/scratch`` (a tmpfs each child mounts
+        in a mount namespace of its own) or ``<root>/run-<n>`` (a directory of its own).
+        Made when the zygote starts, removed when the pool closes."""
+        self.zygote = ZygoteClient(self._zygote_config())
         self.chores = Chores()
         self.janitor = CgroupJanitor()
         self._pool: list[_Entry] = []
@@ -120,7 +131,22 @@ class ChildPool:
 
     # --- making children --------------------------------------------------------------
 
-    def _cfg(self, scratch: str, cgroups: RunCgroups, key: RunKey | None) -> dict[str, Any]:
+    def _zygote_config(self) -> ZygoteConfig:
+        c = self.containment
+        return ZygoteConfig(
+            root=self.root,
+            landlock_abi_limit=_landlock.ABI_LIMIT,
+            # A hard scratch quota without a tmpfs costs the child its threads: only when
+            # the run requires a full filesystem.
+            scratch_gate="filesystem" in c.require,
+            namespaces=c.namespaces,
+            rlimits=c.rlimits,
+            landlock=c.landlock,
+            seccomp=c.seccomp,
+            drop_privileges=c.drop_privileges,
+        )
+
+    def _cfg(self, scratch: str, cgroups: RunCgroups, key: RunKey | None) -> ChildRequest:
         c = self.containment
         groups = [
             [n, os.path.join(p, "cgroup.procs")]
@@ -131,23 +157,13 @@ class ChildPool:
             )
             if p
         ]
-        return {
-            "scratch": scratch,
-            "cgroups": groups,
-            "cgroup_v2_controllers": list(cgroups.v2_controllers),
-            "cgroup_note": "cgroups off" if not c.cgroups else cgroups.note,
-            "landlock_abi_limit": _landlock.ABI_LIMIT,
-            # A hard scratch quota without a tmpfs costs the child its threads: only when
-            # the run requires a full filesystem.
-            "scratch_gate": "filesystem" in c.require,
-            "namespaces": c.namespaces,
-            "rlimits": c.rlimits,
-            "landlock": c.landlock,
-            "seccomp": c.seccomp,
-            "drop_privileges": c.drop_privileges,
-            # Known now: the tmpfs is made at the run's size (no resizer process later).
-            "scratch_mib": key.scratch_mib if key is not None else None,
-        }
+        return ChildRequest(
+            scratch=scratch,
+            cgroups=groups,
+            cgroup_v2_controllers=list(cgroups.v2_controllers),
+            cgroup_note="cgroups off" if not c.cgroups else cgroups.note,
+            scratch_mib=key.scratch_mib if key is not None else DEFAULT_SCRATCH_MIB,
+        )
 
     async def request(self, key: RunKey | None) -> ChildHandle:
         """Ask the zygote for one child for runs of ``key`` (``None``: not known yet)
@@ -155,20 +171,22 @@ class ChildPool:
 
         Raises ``WorkerError`` (with nothing left behind: sockets, scratch dir, cgroups)
         when the host cannot provide what a child needs, e.g. file descriptors."""
+        if not self._swept:  # once: what hosts that died without a word left, never a live one's
+            self._swept = True
+            sweep_dead_hosts()
         if key is not None:
             self._precompile(key.sdk_module)
         self._counter += 1
-        name = f"ptc-{os.getpid()}-{self._tag}-{self._counter}"
+        name = f"{self._mark}-{self._tag}-{self._counter}"
         sockets: list[socket.socket] = []
-        scratch = ""
+        scratch = os.path.join(self.root, f"run-{self._counter}")  # made by the child, if used
         cgroups = RunCgroups()
         try:
             try:
                 sockets.extend(socket.socketpair())
                 sockets.extend(socket.socketpair())
-                scratch = tempfile.mkdtemp(prefix="ptc-run-")
                 if self.containment.cgroups:
-                    cgroups = RunCgroups.create(name)
+                    cgroups = self.janitor.take(name)
                 run_host, run_child, keep_host, keep_child = sockets
                 self.zygote.request(
                     self._cfg(scratch, cgroups, key), [run_child.fileno(), keep_child.fileno()]
@@ -181,8 +199,6 @@ class ChildPool:
         except BaseException as exc:
             for near_end in sockets[0::2]:
                 near_end.close()
-            if scratch:
-                shutil.rmtree(scratch, ignore_errors=True)
             cgroups.remove()
             if isinstance(exc, OSError):
                 raise WorkerError(host_resource_error(exc)) from exc
@@ -229,8 +245,8 @@ class ChildPool:
         self._refill_after = time.monotonic() + wait
 
     async def limit(self, child: ChildHandle, key: RunKey) -> dict[Dimension, Enforcement]:
-        """Write the cgroup memory limit and have the keeper lower the rlimits and size the
-        scratch tmpfs; the child's enforcement, downgraded where that failed."""
+        """Write the cgroup memory limit and have the child set the run's rlimits on itself;
+        the child's enforcement, downgraded where that failed."""
         enforcement = child.enforcement
         capped = False  # a memory cgroup holds the run
         if self.containment.cgroups and child.cgroups.has_memory:
@@ -239,30 +255,18 @@ class ChildPool:
                 enforcement["memory"] = _worse(
                     enforcement["memory"], "partial", "could not write the cgroup memory limit"
                 )
-        ack = await child.keeper.apply_limits(
-            LimitsRequest(
-                cpu_seconds=key.cpu_seconds,
-                memory_mib=key.memory_mib,
-                scratch_mib=key.scratch_mib,
-                # Under a cgroup limit a backstop as far above it as RLIMIT_AS: the OOM kill
-                # stays what ends a run at its memory limit, as before.
-                data_mib=key.memory_mib + 1024 if capped else key.memory_mib,
-            )
+        why = await child.apply_limits(
+            cpu_seconds=key.cpu_seconds,
+            # Under a cgroup limit a backstop as far above it as RLIMIT_AS: the OOM kill stays
+            # what ends a run at its memory limit.
+            data_mib=key.memory_mib + 1024 if capped else key.memory_mib,
+            as_mib=key.memory_mib + 1024,
         )
-        if self.containment.rlimits and not ack.applied:
-            why = f"rlimits not applied: {ack.error}"
+        if self.containment.rlimits and why:
+            why = f"rlimits not applied: {why}"
             enforcement["cpu"] = Enforcement(level="none", mechanism="none", gap=why)
             if not capped:
                 enforcement["memory"] = _worse(enforcement["memory"], "none", why)
-        if ack.scratch_error and "scratch" in enforcement["filesystem"].mechanism:
-            # A tmpfs that could not be resized still holds a (smaller, or other) quota; a
-            # keeper's quota that could not start holds none.
-            keeper = "keeper scratch quota" in enforcement["filesystem"].mechanism
-            enforcement["filesystem"] = _worse(
-                enforcement["filesystem"],
-                "partial" if keeper else enforcement["filesystem"].level,
-                f"scratch quota not applied: {ack.scratch_error}",
-            )
         return enforcement
 
     async def _prime(self, entry: _Entry) -> None:
@@ -350,7 +354,7 @@ class ChildPool:
             await self._top_up()  # moves a dead zygote's children out
         while True:
             entry = next((e for e in self._pool if e.key == key), None)
-            if entry is None:
+            if entry is None and key.scratch_mib == DEFAULT_SCRATCH_MIB:
                 entry = next((e for e in self._pool if e.key is None), None)
             if entry is None:
                 break
@@ -420,4 +424,5 @@ class ChildPool:
                 await child.close()
             self._doomed.clear()
             self.zygote.stop()
+            remove_scratch(self.root)
             await anyio.to_thread.run_sync(self.janitor.close)

@@ -6,7 +6,8 @@ clock and the host's ``abort``. The frames' schemas were checked by the decoder;
 checks their *order* (no second ``ready``, nothing after ``done``, call ids that increase)
 and the limits only the host can count (``max_calls``, ``stream_bytes``). Any breach ends
 the run with its failure kind; when the channel closes without ``done`` the loop asks the
-keeper and the cgroup why the child died.
+child's supervisor line (the zygote's exit report, the scratch keeper's kill) and the
+cgroup why the child died.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import anyio.abc
 
 from ._abc import CallHandler, CallStarter, StdoutListener
 from ._child_handle import ChildHandle
+from ._confine import EXIT_CPU_LIMIT
 from ._errors import ProtocolError, WorkerError
 from ._framing import Frame, encode, json_problem, json_size, scrub_surrogates, scrub_text
 from ._messages import MAX_CALL_ARGUMENTS_BYTES
@@ -237,9 +239,7 @@ class RunLoop:
         self._eof = True
         return None if self.done is not None else await self._death(child)
 
-    def _handle(
-        self, frame: Frame, child: ChildHandle, tg: anyio.abc.TaskGroup
-    ) -> Kill | None:
+    def _handle(self, frame: Frame, child: ChildHandle, tg: anyio.abc.TaskGroup) -> Kill | None:
         """One frame in its place in the run: ``None`` to go on, else why the run ends."""
         limits = self.request.limits
         kind = frame["type"]
@@ -364,23 +364,37 @@ class RunLoop:
             try:
                 await child.keeper.wait_exit()
             except WorkerError as exc:
-                broken = f" (the keeper broke its protocol: {exc})"
+                broken = f" (its supervisor line broke its protocol: {exc})"
         limits = self.request.limits
         if child.cgroups.oom_killed():
             return ("memory-limit", f"killed at the memory limit of {limits.memory_mib} MiB")
+        if child.keeper.killed:  # the scratch keeper killed it, and says for what
+            return (
+                "worker-exit",
+                f"the child was killed by the scratch keeper: {child.keeper.killed}",
+            )
         report = child.keeper.exit
         if report is None:
             return ("worker-exit", f"the child exited without an exit status{broken}")
-        if report.cause:  # the keeper killed it (its scratch quota), and says for what
-            return ("worker-exit", f"the child was {report.cause}")
-        if report.cpu_limit:
-            # The keeper's finding: the kernel's RLIMIT_CPU clock passed the soft limit and
-            # the child died of SIGXCPU (its handler), or of the hard limit's SIGKILL.
+        if died_of_cpu_limit(report.status, clock_s=report.cpu_clock_s, soft_s=child.cpu_limit_s):
             return ("cpu-limit", f"CPU time limit of {limits.cpu_seconds:g} s exceeded")
         status = report.status
         if os.WIFSIGNALED(status):
             return ("worker-exit", f"the child was killed by {_signal_name(os.WTERMSIG(status))}")
         return ("worker-exit", f"the child exited with status {os.waitstatus_to_exitcode(status)}")
+
+
+def died_of_cpu_limit(status: int, *, clock_s: float, soft_s: float) -> bool:
+    """Whether a child with wait ``status`` died of its soft CPU limit ``soft_s``: its CPU
+    clock (read by the zygote from the zombie) reached the limit, and it died the way only
+    the limit makes it die here (the SIGXCPU handler's exit, SIGXCPU itself outside a pid
+    namespace, the hard limit's SIGKILL). Rusage is not evidence: it counts precise run
+    time, while the limit counts scheduler ticks (it reads up to ~10% lower)."""
+    if soft_s <= 0 or clock_s < soft_s:
+        return False
+    if os.WIFSIGNALED(status):
+        return os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_CPU_LIMIT
 
 
 class _Batch:

@@ -1,11 +1,11 @@
 """A host script (run in each reference environment, not imported): a child dies with the
-process that supervises it.
+process that supervises it, the zygote.
 
-It starts a backend with one pooled child, kills that child's keeper (the pids come from the
-backend's own handle on the child it started: nothing is found by scanning), and waits for
-the child's end on a pidfd it opened while the child was alive. Then it runs a program, to
-show the backend goes on. Prints one JSON object: whether the child followed its keeper, and
-the run's outcome.
+It starts a backend with one pooled child, kills that child's supervisor (the pids come from
+the backend's own handle on the child it started: nothing is found by scanning), and waits
+for the child's end on a pidfd it opened while the child was alive. Then it runs a program,
+to show the backend goes on (with a new zygote). Prints one JSON object: whether the child
+followed its supervisor, and the run's outcome.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ async def main() -> dict[str, Any]:
         try:
             os.kill(child.keeper_pid, signal.SIGKILL)
             # The child is a process the host holds a channel to: without a death signal it
-            # would wait on that channel for as long as the host lives.
+            # would wait on that channel for as long as the host lives, unsupervised.
             followed = bool(select.select([pidfd], [], [], 5.0)[0])
         finally:
             os.close(pidfd)

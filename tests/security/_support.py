@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import textwrap
 from collections.abc import Callable, Sequence
@@ -41,12 +42,8 @@ SDK = textwrap.dedent(
     """
 )
 
-PROCESSES_PER_POOLED_CHILD = 3 if os.geteuid() == 0 else 2
-"""A pooled child is its keeper, the child, and (as root) the helper that resizes the
-scratch tmpfs to the run's ``scratch_mib``."""
-PROCESSES_PER_PRIMED_CHILD = 2
-"""A child the pool primed for the last run's key: the helper did its one resize and was
-reaped, keeper and child remain."""
+PROCESSES_PER_PRIMED_CHILD = 1
+"""A pooled child is one process: the zygote supervises it."""
 
 SHORT = Limits(wall_seconds=3.0, cpu_seconds=2.0, memory_mib=256)
 RELAXED = Containment(require=frozenset())
@@ -109,10 +106,20 @@ def run_cgroups(bases: Sequence[str], host_pid: int) -> list[str]:
 
 
 def scratch_dirs() -> set[str]:
+    """Every host's scratch root in the temp dir (``ptc-<pid>-<start>-<random>``) and the
+    children's scratch dirs in them (``<root>/run-<n>``; none where children mount a tmpfs)."""
+    import re
     import tempfile
 
     tmp = tempfile.gettempdir()
-    return {n for n in os.listdir(tmp) if n.startswith("ptc-run-")}
+    found = set()
+    for name in os.listdir(tmp):
+        if re.match(r"^ptc-\d+-\d+-", name):
+            found.add(name)
+            with contextlib.suppress(OSError):
+                inside = os.listdir(os.path.join(tmp, name))
+                found.update(f"{name}/{n}" for n in inside if n != "scratch")
+    return found
 
 
 def zombies(under: int) -> list[int]:
@@ -163,6 +170,17 @@ async def eventually(predicate: Callable[[], bool], timeout_s: float = 10.0) -> 
     return True
 
 
+def _is_scratch_keeper(pid: int) -> bool:
+    """The zygote's own scratch keeper, which lives as long as the zygote."""
+    from worker._gatekeeper import NAME
+
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as fh:
+            return fh.read().strip() == NAME
+    except OSError:
+        return False
+
+
 def leftover_descendants(pid: int, timeout_s: float = 10.0) -> list[int]:
     """Descendants of ``pid`` still present after waiting up to ``timeout_s`` for exits
     to be reaped (the zygote reaps on SIGCHLD, asynchronously to the host)."""
@@ -170,7 +188,7 @@ def leftover_descendants(pid: int, timeout_s: float = 10.0) -> list[int]:
 
     deadline = time.monotonic() + timeout_s
     while True:
-        found = descendants(pid)
+        found = [p for p in descendants(pid) if not _is_scratch_keeper(p)]
         if not found or time.monotonic() > deadline:
             return found
         time.sleep(0.01)

@@ -120,11 +120,12 @@ async def test_memory_limit_is_unaffected(backend: SubprocessBackend) -> None:
     assert out.kind == "memory-limit"
 
 
-# --- the host's diagnosis in isolation: the keeper's finding decides, rusage never -------
+# --- the host's diagnosis in isolation: the kernel's clock decides, rusage never --------
 
 
 async def _diagnose(report: ExitReport) -> RunOutcome:
-    """A child that closes its channel at once; its keeper reports ``report``."""
+    """A child that set a soft RLIMIT_CPU of 1 s and closes its channel at once; the zygote
+    reports ``report``."""
     host, fake_child = socket.socketpair()
     keeper_host, keeper_child = socket.socketpair()
     child = ChildHandle(
@@ -133,6 +134,7 @@ async def _diagnose(report: ExitReport) -> RunOutcome:
         cgroups=RunCgroups(),
         scratch=tempfile.mkdtemp(prefix="ptc-run-"),
     )
+    child.cpu_limit_s = 1.0
     keeper_child.sendall(Hello(keeper_pid=1, child_pid=2).to_line() + report.to_line())
     fake_child.close()
     request = RunRequest(code="return 1", sdk_module=SDK, limits=Limits(cpu_seconds=1))
@@ -150,17 +152,19 @@ async def _diagnose(report: ExitReport) -> RunOutcome:
 @pytest.mark.parametrize(
     ("report", "kind"),
     [
-        (ExitReport(status=9, cpu_ms=880.0, maxrss_kib=1, cpu_limit=True), "cpu-limit"),
+        # rusage under the limit, the kernel's clock past it: the limit ended it
+        (ExitReport(status=9, cpu_ms=880.0, maxrss_kib=1, cpu_clock_s=2.01), "cpu-limit"),
         (
-            ExitReport(status=EXIT_CPU_LIMIT << 8, cpu_ms=990.0, maxrss_kib=1, cpu_limit=True),
+            ExitReport(status=EXIT_CPU_LIMIT << 8, cpu_ms=990.0, maxrss_kib=1, cpu_clock_s=1.0),
             "cpu-limit",
         ),
         # rusage at or past the limit is not evidence
-        (ExitReport(status=9, cpu_ms=5000.0, maxrss_kib=1, cpu_limit=False), "worker-exit"),
-        (ExitReport(status=24, cpu_ms=5000.0, maxrss_kib=1, cpu_limit=False), "worker-exit"),
+        (ExitReport(status=9, cpu_ms=5000.0, maxrss_kib=1, cpu_clock_s=0.5), "worker-exit"),
+        (ExitReport(status=24, cpu_ms=5000.0, maxrss_kib=1, cpu_clock_s=0.5), "worker-exit"),
+        # the handler's exit status alone (a program can os._exit(152))
         (ExitReport(status=EXIT_CPU_LIMIT << 8, cpu_ms=1.0, maxrss_kib=1), "worker-exit"),
     ],
 )
-async def test_the_host_takes_the_keepers_finding_not_rusage(report: ExitReport, kind: str) -> None:
+async def test_the_host_takes_the_kernels_clock_not_rusage(report: ExitReport, kind: str) -> None:
     out = await _diagnose(report)
     assert out.kind == kind, out.detail

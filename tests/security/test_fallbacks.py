@@ -152,7 +152,7 @@ async def test_nothing_is_left_without_pid_namespace_or_cgroup(bare: SubprocessB
     assert out.kind == "timeout"
     assert leftover_descendants(bare.zygote_pid or 0) == []
     processes = out.enforcement["processes"]
-    assert processes.level == "full" and "keeper kill + sweep" in processes.mechanism
+    assert processes.level == "full" and "zygote kill + reap" in processes.mechanism
 
 
 BOMB = """

@@ -207,7 +207,7 @@ def _program(body: str, **names: str) -> str:
 
 REFUSED = "refused"
 """The program got ENOSPC, EFBIG or a refusal of the call itself, and holds at most the quota."""
-KILLED = "killed by the keeper: its scratch quota could not be kept: "
+KILLED = "killed by the scratch keeper: its scratch quota could not be kept: "
 """The keeper could not see what it needed and killed the child, saying so."""
 
 ATTACKS: dict[str, tuple[str, frozenset[str]]] = {

@@ -1,6 +1,6 @@
 """A keeper and its writer behind the write gate, for the gate's tests (as root).
 
-:func:`gated` forks a *keeper* (the test's stand-in for ``worker._keeper_watch``: it answers
+:func:`gated` forks a *keeper* (the test's stand-in for ``worker._gatekeeper``: it answers
 the gate and reads the count as the real one does, and kills the writer when they say so),
 which forks a *writer* that loads the gate filter alone (not the base filter: the gate must
 hold whatever else the child refuses) and runs the test's steps in a fresh scratch dir. The

@@ -111,8 +111,8 @@ async def test_cancellation_kills_the_child_and_re_raises(backend: SubprocessBac
     with anyio.move_on_after(0.3) as scope:
         await backend.run(request, on_calls=echo_calls)
     assert scope.cancelled_caught
-    # only the pooled keepers and children remain: the cancelled run's tree is gone
-    await backend.start()  # complete the pool's handshakes so each has both processes
+    # only the pooled children remain: the cancelled run's is gone
+    await backend.start()  # complete the pool's handshakes
     expected = PROCESSES_PER_PRIMED_CHILD * len(backend.pooled)
     assert await eventually(lambda: len(descendants(backend.zygote_pid or 0)) == expected)
     assert (await run(backend, "return 'next'")).value == "next"
@@ -287,11 +287,15 @@ async def test_no_zombie_and_no_scratch_dir_after_200_runs(
             code = "while True: pass" if i % 50 == 49 else f"return {i}"
             out = await run(b, code, Limits(wall_seconds=0.5) if i % 50 == 49 else SHORT)
             assert out.ok or out.kind == "timeout"
-        await b.start()  # complete the pool's handshakes so each has both processes
-        pool_scratch = {os.path.basename(c.scratch) for c in b.pooled}
-        assert scratch_dirs() - before_scratch == pool_scratch
+        await b.start()  # complete the pool's handshakes
+        root = os.path.basename(os.path.dirname(b.pooled[0].scratch))
+        pooled = {f"{root}/{os.path.basename(c.scratch)}" for c in b.pooled}
+        # The backend's scratch root, and beneath it at most the pooled children's dirs
+        # (none where each child mounts a tmpfs of its own).
+        left = scratch_dirs() - before_scratch
+        assert root in left and left - {root} <= pooled, (left, pooled)
         zygote = b.zygote_pid or 0
-        # The last runs' keepers exited moments ago (torn down in the background): the
+        # The last runs' children exited moments ago (torn down in the background): the
         # zygote reaps them as their SIGCHLD arrives; none may stay.
         assert await eventually(lambda: not zombies(zygote)), zombies(zygote)
         expected = PROCESSES_PER_PRIMED_CHILD * len(b.pooled)
@@ -316,3 +320,11 @@ async def test_two_backends_in_one_process_each_get_their_own_cgroups() -> None:
     for out in outcomes:
         assert out.ok, out.detail
         assert all(e.level == "full" for e in out.enforcement.values()), out.enforcement_json()
+
+
+async def test_every_child_draws_its_own_random_numbers(backend: SubprocessBackend) -> None:
+    # The zygote forks without CPython's at-fork hooks; the one that matters to a program,
+    # random's reseed, is done by the child itself.
+    code = "import random\nreturn [random.getrandbits(64), random.random()]"
+    drawn = [tuple((await run(backend, code)).value) for _ in range(5)]
+    assert len(set(drawn)) == 5, drawn

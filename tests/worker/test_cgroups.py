@@ -12,6 +12,7 @@ import pytest
 
 from worker import _cgroups
 from worker._cgroups import RunCgroups
+from worker._syscalls import write_file
 
 
 def _layout(folder: Path, files: dict[str, str]) -> Path:
@@ -127,3 +128,41 @@ def test_the_janitor_removes_every_discarded_cgroup_while_closes_race_discards(
     assert errors == []
     assert [path for path in dirs if path.exists()] == []
     assert not [t for t in threading.enumerate() if t.name == "ptc-cgroup-janitor"]
+
+
+@pytest.mark.needs_root
+def test_emptied_cgroups_serve_a_later_run_and_occupied_ones_never_do() -> None:
+    import signal
+    import subprocess
+    import sys
+
+    janitor = _cgroups.CgroupJanitor()
+    first = janitor.take(f"ptc-test-{os.getpid()}-kept")
+    try:
+        assert first.memory is not None and first.unified is not None, first.note
+        assert first.set_memory_limit(64 << 20)
+        # A process that filled the cgroup, gone now: its peak stays until the reset.
+        proc = subprocess.Popen([sys.executable, "-c", "x = bytearray(30 << 20)"])
+        write_file(os.path.join(first.unified, "cgroup.procs"), str(proc.pid))
+        write_file(os.path.join(first.memory, "cgroup.procs"), str(proc.pid))
+        proc.wait()
+        janitor.recycle(first)
+        again = janitor.take("never-made")
+        assert again is first  # kept, not made again
+        peak = again.peak_memory_kib()
+        assert peak is not None and peak < 30 << 10  # started again
+        # Raised and lowered again, memsw kept above the limit each time.
+        assert again.set_memory_limit(512 << 20) and again.set_memory_limit(128 << 20)
+        # One with a process still in it is never kept for another run.
+        sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        assert again.unified is not None
+        write_file(os.path.join(again.unified, "cgroup.procs"), str(sleeper.pid))
+        janitor.recycle(again)
+        fresh = janitor.take(f"ptc-test-{os.getpid()}-fresh")
+        fresh.remove()
+        assert fresh is not again
+        sleeper.send_signal(signal.SIGKILL)
+        sleeper.wait()
+    finally:
+        janitor.close()
+    assert not os.path.exists(first.unified or "")

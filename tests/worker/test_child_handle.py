@@ -1,4 +1,4 @@
-"""The host's handle on one child, against fake keeper and run sockets (no zygote)."""
+"""The host's handle on one child, against fake supervisor-line and run sockets (no zygote)."""
 
 from __future__ import annotations
 
@@ -18,14 +18,7 @@ from worker._cgroups import RunCgroups
 from worker._child_handle import ChildHandle
 from worker._errors import StartFailed, WorkerError
 from worker._framing import encode
-from worker._keeper_lines import (
-    ExitReport,
-    Hello,
-    LimitsAck,
-    LimitsRequest,
-    SetupFailed,
-    SpawnFailed,
-)
+from worker._keeper_lines import ExitReport, Hello, Killed, SetupFailed, SpawnFailed
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +29,7 @@ class Fake:
     run: socket.socket
     """The child's end of the run channel."""
     keeper: socket.socket
-    """The keeper's end of its socketpair."""
+    """The zygote's end of the child's supervisor line."""
 
 
 @pytest.fixture
@@ -51,7 +44,7 @@ async def fake() -> AsyncIterator[Fake]:
     )
     with run_child, keep_child:
         yield Fake(handle, run_child, keep_child)
-        keep_child.close()  # the keeper's EOF: close() need not wait for its report
+        keep_child.close()  # the line's EOF: close() need not wait for a report
         await handle.close()
 
 
@@ -63,10 +56,10 @@ async def fake() -> AsyncIterator[Fake]:
             "could not start a child: fork failed",
         ),
         (b"garbage\n", "not JSON"),
-        (b"", "the keeper exited before forking"),
+        (b"", "the zygote is gone"),
         (
             ExitReport(status=0, cpu_ms=0.0, maxrss_kib=0).to_line(),
-            "the keeper sent ExitReport before its hello",
+            "it died before it said hello",
         ),
     ],
 )
@@ -85,31 +78,20 @@ async def test_a_failed_handshake_is_a_worker_error_and_closes(
     [(1, True), (11, False)],
     ids=["EPERM-lasts", "EAGAIN-passes"],
 )
-async def test_a_keeper_setup_failure_names_its_step_at_once(
-    fake: Fake, err: int, lasting: bool
+async def test_a_child_that_dies_setting_up_names_its_step(
+    fake: Fake, stand_in: subprocess.Popen[bytes], err: int, lasting: bool
 ) -> None:
-    line = SetupFailed(step="chown the scratch dir to uid 65534", error="[Errno 1] no", errno=err)
+    fake.keeper.sendall(Hello(keeper_pid=0, child_pid=stand_in.pid).to_line())
+    line = SetupFailed(step="enter the scratch dir /x", error="[Errno 2] nope", errno=err)
     fake.keeper.sendall(line.to_line())
-    fake.keeper.shutdown(socket.SHUT_WR)
+    fake.keeper.sendall(ExitReport(status=71 << 8, cpu_ms=1.0, maxrss_kib=1).to_line())
+    fake.run.close()  # EOF on the run channel: no ready
     with pytest.raises(StartFailed) as caught:
         await fake.handle.handshake(60.0)
     assert str(caught.value) == (
-        "could not start a child: the keeper could not chown the scratch dir to uid 65534: "
-        "[Errno 1] no"
+        "could not start a child: the child could not enter the scratch dir /x: [Errno 2] nope"
     )
     assert caught.value.lasting is lasting
-
-
-async def test_a_child_that_dies_setting_up_is_named_by_its_keeper(
-    fake: Fake, stand_in: subprocess.Popen[bytes]
-) -> None:
-    fake.keeper.sendall(Hello(keeper_pid=0, child_pid=stand_in.pid).to_line())
-    cause = "the child could not set itself up: enter the scratch dir /x: [Errno 2] nope"
-    fake.keeper.sendall(ExitReport(status=71 << 8, cpu_ms=1.0, maxrss_kib=1, cause=cause).to_line())
-    fake.run.close()  # EOF on the run channel: no ready
-    with pytest.raises(StartFailed, match="enter the scratch dir /x") as caught:
-        await fake.handle.handshake(60.0)
-    assert caught.value.lasting
 
 
 @pytest.fixture
@@ -135,44 +117,44 @@ async def test_a_handshake_reads_hello_then_ready(
     assert await anyio.to_thread.run_sync(stand_in.wait) == -9
 
 
-async def test_limits_are_applied_through_the_keeper(fake: Fake) -> None:
-    fake.keeper.sendall(LimitsAck(applied=True, error="", cpu_limit_s=7).to_line())
-    request = LimitsRequest(cpu_seconds=5, memory_mib=64, scratch_mib=16, data_mib=64)
-    ack = await fake.handle.keeper.apply_limits(request)
-    assert ack.applied and fake.handle.keeper.cpu_limit_s == 7.0
-    assert fake.keeper.recv(100) == (
-        b'{"cpu_seconds":5,"memory_mib":64,"scratch_mib":16,"data_mib":64}\n'
-    )
+async def test_the_child_sets_its_limits_on_itself_and_says_what_it_set(fake: Fake) -> None:
+    fake.run.sendall(encode({"type": "applied", "applied": True, "error": "", "cpu_limit_s": 7}))
+    why = await fake.handle.apply_limits(cpu_seconds=5, data_mib=64, as_mib=1088)
+    assert why == "" and fake.handle.cpu_limit_s == 7.0
+    sent = fake.run.recv(200)
+    assert sent[4:] == b'{"type":"limits","cpu_seconds":5,"data_mib":64,"as_mib":1088}'
 
 
 @pytest.mark.parametrize(
-    ("keeper_says", "why"),
+    ("child_says", "why"),
     [
-        (b"", "keeper exited"),
-        (b"{}\n", "unknown fields"),
-        (ExitReport(status=9, cpu_ms=1.0, maxrss_kib=1).to_line(), "keeper sent ExitReport"),
+        (b"", "the child exited"),
+        (encode({"type": "stdout", "data": "x"}), "the child sent 'stdout'"),
+        (
+            encode({"type": "applied", "applied": False, "error": "EPERM", "cpu_limit_s": 0}),
+            "EPERM",
+        ),
     ],
 )
 async def test_limits_not_applied_say_why_and_never_raise(
-    fake: Fake, keeper_says: bytes, why: str
+    fake: Fake, child_says: bytes, why: str
 ) -> None:
-    fake.keeper.sendall(keeper_says)
-    fake.keeper.shutdown(socket.SHUT_WR)
-    request = LimitsRequest(cpu_seconds=5, memory_mib=64, scratch_mib=16, data_mib=64)
-    ack = await fake.handle.keeper.apply_limits(request)
-    assert not ack.applied and why in ack.error
-    assert fake.handle.keeper.cpu_limit_s == 0.0
+    fake.run.sendall(child_says)
+    fake.run.shutdown(socket.SHUT_WR)
+    assert why in await fake.handle.apply_limits(cpu_seconds=5, data_mib=64, as_mib=1088)
+    assert fake.handle.cpu_limit_s == 0.0
 
 
-async def test_the_exit_report_is_kept(fake: Fake) -> None:
-    report = ExitReport(status=9, cpu_ms=3.5, maxrss_kib=100)
-    fake.keeper.sendall(LimitsAck(applied=False, error="x", cpu_limit_s=0).to_line())
+async def test_what_the_line_says_is_kept(fake: Fake) -> None:
+    report = ExitReport(status=9, cpu_ms=3.5, maxrss_kib=100, cpu_clock_s=1.25)
+    fake.keeper.sendall(Killed(reason="more than 65536 files").to_line())
     fake.keeper.sendall(report.to_line())
     assert await fake.handle.keeper.wait_exit() == report
     assert fake.handle.keeper.exit == report
+    assert fake.handle.keeper.killed == "more than 65536 files"
 
 
-async def test_a_keeper_that_breaks_its_protocol_is_a_worker_error(fake: Fake) -> None:
+async def test_a_line_that_breaks_its_protocol_is_a_worker_error(fake: Fake) -> None:
     fake.keeper.sendall(b'{"exit": "no"}\n')
     with pytest.raises(WorkerError):
         await fake.handle.keeper.wait_exit()

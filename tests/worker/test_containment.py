@@ -18,13 +18,14 @@ from worker import (
     Limits,
     SubprocessBackend,
     _confine,
-    _keeper,
-    _keeper_watch,
+    _isolate,
     _landlock,
+    _runloop,
     _seccomp,
     _syscalls,
 )
 from worker._cgroups import RunCgroups
+from worker._child._limits import CPU_HARD_MARGIN_S
 
 
 def _levels(enforcement: Any) -> dict[str, str]:
@@ -110,7 +111,7 @@ async def test_per_run_rlimits_reach_a_pooled_child() -> None:
         out = await run(b, code, Limits(wall_seconds=3, cpu_seconds=2.5, memory_mib=300))
     cpu, as_, nofile, core, fsize = out.value
     # soft below hard: SIGXCPU at the soft limit names the cause (the child handles it)
-    assert cpu == [3, 3 + _keeper_watch.CPU_HARD_MARGIN_S]
+    assert cpu == [3, 3 + CPU_HARD_MARGIN_S]
     assert as_ == [(300 + 1024) << 20] * 2
     assert nofile == [64, 64] and core == [0, 0] and fsize == [64 << 20] * 2
 
@@ -119,9 +120,9 @@ def test_readable_by_nobody_checks_every_ancestor() -> None:
     folder = tempfile.mkdtemp()
     os.chmod(folder, 0o700)
     try:
-        assert not _keeper.readable_by_nobody([os.path.join(folder, "x")])
+        assert not _isolate.readable_by_nobody([os.path.join(folder, "x")])
         os.chmod(folder, 0o755)
-        assert _keeper.readable_by_nobody([folder])
+        assert _isolate.readable_by_nobody([folder])
     finally:
         os.rmdir(folder)
 
@@ -187,7 +188,7 @@ def test_as_an_unprivileged_user_runs_degrade_or_fail_closed() -> None:
     assert facts["cgroups"] == []  # no cgroup writes without root
     assert facts["userns"] and facts["landlock_abi"] > 0 and facts["seccomp"]
     run_facts = facts["run"]
-    if _keeper.readable_by_nobody([sys.base_prefix, sys.prefix]):
+    if _isolate.readable_by_nobody([sys.base_prefix, sys.prefix]):
         assert run_facts["ok"], run_facts
         assert run_facts["levels"]["memory"] == "partial"
         assert run_facts["levels"]["processes"] == "full"  # seccomp + pid namespace
@@ -227,11 +228,11 @@ HANDLER_EXIT_STATUS = _confine.EXIT_CPU_LIMIT << 8
 def test_died_of_cpu_limit_needs_the_kernel_clock_and_a_limit_death(
     status: int, clock_s: float, soft_s: float, expected: bool
 ) -> None:
-    assert _keeper_watch.died_of_cpu_limit(status, clock_s=clock_s, soft_s=soft_s) is expected
+    assert _runloop.died_of_cpu_limit(status, clock_s=clock_s, soft_s=soft_s) is expected
 
 
 def test_the_cpu_clock_is_the_one_rlimit_cpu_counts() -> None:
-    """The keeper's clock (CPUCLOCK_PROF) of a child the hard RLIMIT_CPU killed reads at
+    """The zygote's clock (CPUCLOCK_PROF) of a child the hard RLIMIT_CPU killed reads at
     least the limit, also while the child is a zombie; rusage (precise run time) may
     read less, which is why it is not the evidence."""
     import select

@@ -87,7 +87,7 @@ def test_without_namespaces_or_cgroups_seccomp_carries_network_and_processes() -
     }
     assert out["processes"]["mechanism"] == (
         "seccomp fork/exec deny + calls naming a process reach itself only (seccomp pid filter"
-        " + Landlock scope) + keeper kill + sweep"
+        " + Landlock scope) + zygote kill + reap"
     )
 
 

@@ -1,4 +1,5 @@
-"""The keeper's line protocol: every line round-trips; anything malformed is a WorkerError."""
+"""The supervisor line's protocol: every line round-trips; anything malformed is a
+WorkerError."""
 
 from __future__ import annotations
 
@@ -13,23 +14,19 @@ from worker._keeper_lines import (
     Hello,
     KeeperLine,
     KeeperLineDecoder,
-    LimitsAck,
-    LimitsRequest,
+    Killed,
     SetupFailed,
     SpawnFailed,
     parse_keeper_line,
-    parse_limits_request,
 )
 
 FROM_KEEPER: list[KeeperLine] = [
     Hello(keeper_pid=10, child_pid=11),
     SpawnFailed(error="fork failed: [Errno 11] EAGAIN"),
     SetupFailed(step="chown the scratch dir", error="[Errno 1] Operation not permitted", errno=1),
-    LimitsAck(applied=True, error="", cpu_limit_s=31),
-    LimitsAck(applied=False, error="rlimits off", cpu_limit_s=0),
+    Killed(reason="the scratch dir holds more than 65536 files and directories"),
     ExitReport(status=9, cpu_ms=12.5, maxrss_kib=20_000),
-    ExitReport(status=9, cpu_ms=1950.0, maxrss_kib=20_000, cpu_limit=True),
-    ExitReport(status=9, cpu_ms=5.0, maxrss_kib=20_000, cause="the scratch dir holds ..."),
+    ExitReport(status=9, cpu_ms=1950.0, maxrss_kib=20_000, cpu_clock_s=2.01),
 ]
 
 
@@ -43,8 +40,9 @@ def test_keeper_lines_round_trip(line: KeeperLine) -> None:
 def test_the_wire_keys_are_the_documented_ones() -> None:
     assert Hello(keeper_pid=1, child_pid=2).to_line() == b'{"keeper":1,"child":2}\n'
     assert ExitReport(status=0, cpu_ms=1.0, maxrss_kib=3).to_line() == (
-        b'{"exit":0,"cpu_ms":1.0,"maxrss_kib":3,"cpu_limit":false,"cause":""}\n'
+        b'{"exit":0,"cpu_ms":1.0,"maxrss_kib":3,"cpu_clock_s":0.0}\n'
     )
+    assert Killed(reason="why").to_line() == b'{"killed":"why"}\n'
 
 
 @pytest.mark.parametrize(
@@ -54,12 +52,7 @@ def test_the_wire_keys_are_the_documented_ones() -> None:
 def test_a_setup_failure_is_lasting_unless_it_is_exhaustion(err: int, lasting: bool) -> None:
     line = SetupFailed(step="chown the scratch dir", error="[Errno 1] no", errno=err)
     assert line.lasting is lasting
-    assert line.describe() == "the keeper could not chown the scratch dir: [Errno 1] no"
-
-
-def test_the_limits_request_round_trips() -> None:
-    request = LimitsRequest(cpu_seconds=1.5, memory_mib=64, scratch_mib=16, data_mib=80)
-    assert parse_limits_request(request.to_line()[:-1]) == request
+    assert line.describe() == "the child could not chown the scratch dir: [Errno 1] no"
 
 
 @pytest.mark.parametrize(
@@ -72,24 +65,16 @@ def test_the_limits_request_round_trips() -> None:
         (b'{"keeper": 1, "child": 2, "x": 3}', "unknown fields"),
         (b'{"keeper": "1", "child": 2}', "'keeper' has the wrong type"),
         (b'{"keeper": true, "child": 2}', "'keeper' has the wrong type"),
-        (b'{"exit": 0, "cpu_ms": "1", "maxrss_kib": 3, "cpu_limit": false}', "'cpu_ms'"),
-        (b'{"exit": 9, "cpu_ms": 1, "maxrss_kib": 3, "cpu_limit": 1}', "'cpu_limit'"),
+        (b'{"exit": 0, "cpu_ms": "1", "maxrss_kib": 3, "cpu_clock_s": 0}', "'cpu_ms'"),
+        (b'{"exit": 9, "cpu_ms": 1, "maxrss_kib": 3, "cpu_clock_s": true}', "'cpu_clock_s'"),
         (b'{"exit": 9, "cpu_ms": 1, "maxrss_kib": 3}', "unknown fields"),
-        (b'{"applied": 1, "error": "", "cpu_limit_s": 1}', "'applied'"),
+        (b'{"killed": 1}', "'killed'"),
         (b'{"error": null}', "'error'"),
     ],
 )
 def test_malformed_keeper_lines_are_worker_errors(line: bytes, needle: str) -> None:
     with pytest.raises(WorkerError, match=needle):
         parse_keeper_line(line)
-
-
-@pytest.mark.parametrize(
-    "line", [b'{"cpu_seconds": 1}', b'{"cpu_seconds": 1, "memory_mib": 1.5}', b"7"]
-)
-def test_a_malformed_limits_request_is_a_worker_error(line: bytes) -> None:
-    with pytest.raises(WorkerError):
-        parse_limits_request(line)
 
 
 def test_the_decoder_reassembles_lines_split_at_every_byte() -> None:

@@ -42,6 +42,8 @@ FULL = {"level": "full", "mechanism": "Landlock", "gap": ""}
 VALID_CHILD: list[dict[str, Any]] = [
     {"type": "ready", "pid": 12, "enforcement": {"filesystem": FULL, "cpu": FULL}},
     {"type": "ready", "pid": 12, "enforcement": {}},
+    {"type": "applied", "applied": True, "error": "", "cpu_limit_s": 31},
+    {"type": "applied", "applied": False, "error": "rlimits off", "cpu_limit_s": 0},
     {"type": "call", "calls": [{"id": 1, "tool": "t", "arguments": {"a": [1, None]}}]},
     {"type": "stdout", "data": "héllo\n"},
     {
@@ -61,6 +63,7 @@ VALID_CHILD: list[dict[str, Any]] = [
     },
 ]
 VALID_HOST: list[dict[str, Any]] = [
+    {"type": "limits", "cpu_seconds": 2.5, "data_mib": 512, "as_mib": 1536},
     {"type": "sdk", "module": "tools = None"},
     {
         "type": "start",
@@ -91,6 +94,8 @@ INVALID_CHILD: list[object] = [
     {"type": "hello"},
     {"type": "start", "code": "", "sdk_module": "", "profile": "python", "limits": LIMITS},
     {"type": "ready", "pid": 1, "enforcement": {}, "extra": 1},
+    {"type": "applied", "applied": 1, "error": "", "cpu_limit_s": 1},
+    {"type": "applied", "applied": True, "error": "x" * 1001, "cpu_limit_s": 1},
     {"type": "ready", "pid": True, "enforcement": {}},
     {"type": "ready", "pid": 1, "enforcement": {"gpu": FULL}},
     {"type": "ready", "pid": 1, "enforcement": {"cpu": {**FULL, "level": "most"}}},
@@ -116,6 +121,8 @@ INVALID_CHILD: list[object] = [
 INVALID_HOST: list[object] = [
     {"type": "ready", "pid": 1, "enforcement": {}},
     {"type": "sdk"},
+    {"type": "limits", "cpu_seconds": 1, "data_mib": 0, "as_mib": 1},
+    {"type": "limits", "cpu_seconds": "1", "data_mib": 1, "as_mib": 1},
     {"type": "sdk", "module": 1},
     {"type": "sdk", "module": "", "sdk_module": ""},
     {"type": "start", "code": "", "sdk_module": "", "profile": "js", "limits": LIMITS},

@@ -13,7 +13,9 @@ import pytest
 from tests.security._support import SDK, SHORT, echo_calls
 from worker import Containment, Limits, RunRequest, SubprocessBackend
 from worker._errors import StartFailed
-from worker._zygote import ZygoteClient
+from worker._pool import ChildPool
+from worker._spawn_config import ChildRequest
+from worker._zygote_client import ZygoteClient
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs_root]
 
@@ -23,7 +25,7 @@ MARK = (
     "import builtins\nseen = hasattr(builtins, 'ptc_test_mark')\n"
     "builtins.ptc_test_mark = True\nreturn seen"
 )
-OTHER_SDK = SDK.replace("echo = _Tool(\"echo\")", "other = _Tool(\"other\")")
+OTHER_SDK = SDK.replace('echo = _Tool("echo")', 'other = _Tool("other")')
 
 
 @pytest.fixture
@@ -107,21 +109,20 @@ async def test_the_zygote_compiles_the_sdk_in_use_and_runs_stay_right_across_sdk
 async def test_a_lasting_start_failure_fails_runs_at_once_without_forking(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # A scratch dir the child cannot enter: its setup fails the same way every time.
+    # A scratch dir the child cannot make: its setup fails the same way every time.
     from worker import _pool
 
-    missing = os.path.join(tempfile.gettempdir(), "ptc-run-gone-for-this-test")
-    monkeypatch.setattr(tempfile, "mkdtemp", lambda prefix="": missing)
+    missing = _unmakeable_scratch(monkeypatch)
     asked = 0
     original = ZygoteClient.request
 
-    def counted(self: ZygoteClient, cfg: dict[str, Any], fds: list[int]) -> None:
+    def counted(self: ZygoteClient, cfg: ChildRequest, fds: list[int]) -> None:
         nonlocal asked
         asked += 1
         original(self, cfg, fds)
 
     monkeypatch.setattr(ZygoteClient, "request", counted)
-    b = SubprocessBackend(Containment(pool_size=2))
+    b = SubprocessBackend(Containment(namespaces=False, pool_size=2))
     try:  # no warm-up: the runs themselves meet the failure
         first = await b.run(request("return 1"), on_calls=echo_calls)
         forked = asked
@@ -136,16 +137,29 @@ async def test_a_lasting_start_failure_fails_runs_at_once_without_forking(
         await b.aclose()
     for out in (first, *later, again):
         assert out.kind == "sandbox-unavailable"
-        assert out.detail.startswith("could not start a child: the child could not set itself up")
-        assert f"enter the scratch dir {missing}" in out.detail
+        assert out.detail.startswith(
+            f"could not start a child: the child could not make its scratch dir {missing}"
+        )
     assert forked <= 3  # the pool's two, and the run's own at most
 
 
+def _unmakeable_scratch(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Children asked for from now on are given a scratch dir in a folder that is not there
+    (they make their scratch dirs themselves where no tmpfs can be mounted)."""
+    missing = os.path.join(tempfile.gettempdir(), "ptc-gone-for-this-test", "run")
+    original = ChildPool._cfg
+
+    def cfg(self: ChildPool, scratch: str, *args: Any) -> ChildRequest:
+        return original(self, missing, *args)
+
+    monkeypatch.setattr(ChildPool, "_cfg", cfg)
+    return missing
+
+
 async def test_start_fails_closed_and_leaves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    missing = os.path.join(tempfile.gettempdir(), "ptc-run-gone-for-this-test")
-    monkeypatch.setattr(tempfile, "mkdtemp", lambda prefix="": missing)
-    backend = SubprocessBackend(Containment(pool_size=2))
-    with pytest.raises(StartFailed, match="enter the scratch dir"):
+    _unmakeable_scratch(monkeypatch)
+    backend = SubprocessBackend(Containment(namespaces=False, pool_size=2))
+    with pytest.raises(StartFailed, match="make its scratch dir"):
         async with backend:
             pass
     assert backend.closed and backend.zygote_pid is None

@@ -162,13 +162,18 @@ async def wait_until(predicate: Any, timeout_s: float = 10.0) -> bool:
 
 
 def node_scratch_dirs(node: RayNode) -> set[str]:
-    """The scratch dirs of the node's children (each child's working directory)."""
+    """The node backend's scratch root and its children's own dirs in it (found from each
+    child's working directory: ``<root>/scratch``, a tmpfs, or ``<root>/run-<n>``)."""
     found = set()
     for pid in descendants(node.zygote_pid or 0):
         try:
-            found.add(os.path.basename(os.readlink(f"/proc/{pid}/cwd")))
+            cwd = os.readlink(f"/proc/{pid}/cwd")
         except OSError:
             continue
+        root, leaf = os.path.split(cwd)
+        found.add(os.path.basename(root))
+        if leaf != "scratch":
+            found.add(f"{os.path.basename(root)}/{leaf}")
     return found & scratch_dirs()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -39,9 +40,12 @@ def test_a_precompiled_sdk_module_is_executed_without_compiling_it_again(
 
 
 def test_the_zygote_client_sends_large_modules_and_refuses_only_oversized_ones() -> None:
-    from worker._zygote import MAX_SDK_MODULE_BYTES, ZygoteClient
+    from worker import Containment
+    from worker._pool import ChildPool
+    from worker._zygote import MAX_SDK_MODULE_BYTES
 
-    client = ZygoteClient()
+    pool = ChildPool(Containment())
+    client = pool.zygote
     try:
         # Far over what one control message (or a socket buffer) holds: it goes in a memfd.
         assert client.compile("X = 1\n" + "#" * (4 << 20))
@@ -49,6 +53,7 @@ def test_the_zygote_client_sends_large_modules_and_refuses_only_oversized_ones()
         assert client.alive()
     finally:
         client.stop()
+        shutil.rmtree(pool.root)
 
 
 def test_the_zygote_reads_a_module_from_its_fd() -> None:
@@ -194,9 +199,9 @@ asyncio.run(main())
 
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
 def test_a_host_that_dies_leaves_nothing_once_its_zygote_is_gone(tmp_path: Path, how: str) -> None:
-    # A host killed without closing its backend (a lost Ray node, an OOM kill): its
-    # pooled children's keepers end when their sockets close, and the zygote, which dies
-    # with the host, removes their scratch dirs and cgroups before it exits.
+    # A host killed without closing its backend (a lost Ray node, an OOM kill): the zygote,
+    # which dies with the host, kills its children and removes their scratch and cgroups,
+    # and the host's scratch root, before it exits.
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     with subprocess.Popen(
         [sys.executable, "-c", HOST], env=env, stdout=subprocess.PIPE, text=True
@@ -204,7 +209,7 @@ def test_a_host_that_dies_leaves_nothing_once_its_zygote_is_gone(tmp_path: Path,
         try:
             assert host.stdout is not None
             zygote = int(host.stdout.readline())
-            assert len(list(tmp_path.glob("ptc-run-*"))) == 2  # one per pooled child
+            assert len(list(tmp_path.glob(f"ptc-{host.pid}-*"))) == 1  # the host's scratch root
             bases = cgroup_bases(host.pid)
             if os.geteuid() == 0:
                 assert run_cgroups(bases, host.pid)  # as root, each child has its cgroups
@@ -216,5 +221,5 @@ def test_a_host_that_dies_leaves_nothing_once_its_zygote_is_gone(tmp_path: Path,
     finally:
         os.close(pidfd)
     assert ready, "the zygote outlived its host"
-    assert list(tmp_path.glob("ptc-run-*")) == []
+    assert list(tmp_path.glob("ptc-*")) == []
     assert run_cgroups(bases, host.pid) == []

@@ -27,6 +27,7 @@ from .._messages import (
 from .._state import StateReceiver, state_frames
 from .._types import SESSION_SAVED_KINDS, Limits
 from ._carry import SDK_NAMES
+from ._limits import apply_limits
 from ._outcome import ProgramResult, ProgramStop, cap_text, check_result
 from ._program import run_program
 from ._session import RestoreError, Saved, restore, save
@@ -159,17 +160,21 @@ class FrameLogHandler(logging.Handler):
             self.handleError(record)
 
 
-def serve(sock: socket.socket, enforcement: dict[str, Any]) -> NoReturn:
+def serve(sock: socket.socket, enforcement: dict[str, Any], *, rlimits: bool = True) -> NoReturn:
     """Speak the protocol on ``sock`` for one run, then exit the process.
 
-    After ``ready`` the host may send ``sdk`` (while the child waits in the pool: the SDK
-    module is executed, compiled by the zygote or now, and the run's code paths warmed up,
-    all off the run's critical path) and then ``start``,
-    whose ``sdk_module`` is empty in that case; or ``start`` alone, carrying the module."""
+    After ``ready`` the host may send ``limits`` (the child sets the run's rlimits on itself
+    and answers with what it set; ``rlimits``: whether it may), then ``sdk`` (while the child
+    waits in the pool: the SDK module is executed, compiled by the zygote or now, and the
+    run's code paths warmed up, all off the run's critical path) and then ``start``, whose
+    ``sdk_module`` is empty in that case; or ``start`` alone, carrying the module."""
     try:
         channel = Channel(sock)
         channel.send({"type": "ready", "pid": os.getpid(), "enforcement": enforcement})
         frame = channel.recv()
+        if frame["type"] == "limits":
+            channel.send(apply_limits(frame, enabled=rlimits))
+            frame = channel.recv()
         sdk: LoadedSdk | None = None
         if frame["type"] == "sdk":
             sdk = load_sdk(frame["module"])
