@@ -28,12 +28,12 @@ from ._types import FAILURE_KINDS as FAILURE_KINDS
 from ._types import SESSION_SAVED_KINDS as SESSION_SAVED_KINDS
 from ._types import CallReply as CallReply
 from ._types import CallRequest as CallRequest
+from ._types import CapturedOutput as CapturedOutput
 from ._types import Containment as Containment
 from ._types import Dimension as Dimension
 from ._types import Enforcement as Enforcement
 from ._types import FailureKind as FailureKind
 from ._types import Limits as Limits
-from ._types import Output as Output
 from ._types import Profile as Profile
 from ._types import RunOutcome as RunOutcome
 from ._types import RunRequest as RunRequest
@@ -52,13 +52,13 @@ __all__ = (
     "CallReply",
     "CallRequest",
     "CallStarter",
+    "CapturedOutput",
     "CompileFailure",
     "Containment",
     "Dimension",
     "Enforcement",
     "FailureKind",
     "Limits",
-    "Output",
     "OutputCapture",
     "Profile",
     "ProtocolError",

@@ -257,7 +257,7 @@ class CallReply:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Output:
+class CapturedOutput:
     """What a program printed: the model-visible text and the truncation facts."""
 
     text: str = ""
@@ -280,7 +280,7 @@ class RunOutcome:
     value: JSON = None
     kind: FailureKind | None = None
     detail: str = ""
-    output: Output = field(default_factory=Output)
+    output: CapturedOutput = field(default_factory=CapturedOutput)
     enforcement: Mapping[Dimension, Enforcement] = field(default_factory=dict)
     stats: RunStats = field(default_factory=RunStats)
     session: SessionSave | None = None

@@ -123,6 +123,16 @@ def test_limits_and_containment_are_the_worker_types() -> None:
     assert ptc.Containment is worker.Containment
 
 
+def test_a_name_both_packages_export_is_one_object() -> None:
+    # `ptc.Output` (a tool's output contract) once shared its name with worker's captured
+    # stdout (now `worker.CapturedOutput`): one name, one meaning across the public face.
+    import worker
+
+    shared = set(ptc.__all__) & set(worker.__all__)
+    assert shared == {"Containment", "FAILURE_KINDS", "FailureKind", "Limits", "Profile"}
+    assert all(getattr(ptc, name) is getattr(worker, name) for name in shared)
+
+
 def test_every_exception_ptc_raises_on_purpose_derives_from_ptc_error() -> None:
     for cls, builtin in [
         (ptc.DefinitionError, ValueError),
