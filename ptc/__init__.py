@@ -33,6 +33,7 @@ from ._errors import NotJSONError as NotJSONError
 from ._errors import PtcError as PtcError
 from ._errors import SchemaError as SchemaError
 from ._errors import ScopeError as ScopeError
+from ._errors import SearchUnavailable as SearchUnavailable
 from ._errors import SessionError as SessionError
 from ._errors import SuspensionError as SuspensionError
 from ._errors import UsageError as UsageError
@@ -146,6 +147,7 @@ __all__ = (
     "Scope",
     "ScopeError",
     "ScopeRef",
+    "SearchUnavailable",
     "Session",
     "SessionError",
     "SessionRecord",

@@ -28,13 +28,13 @@ from dataclasses import dataclass
 
 from sdkgen import ToolBinding
 
+from ._errors import SearchUnavailable
 from ._json import JSON
 from ._tools import ToolDefinition
 
 __all__ = (
     "Catalog",
     "CatalogEntry",
-    "SearchUnavailable",
     "estimate_tokens",
     "ident_words",
     "summary",
@@ -48,10 +48,6 @@ _WORD = re.compile(r"[A-Za-z]+|[0-9]+")
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])|([A-Z]+)([A-Z][a-z])")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 _QUERY_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-class SearchUnavailable(RuntimeError):
-    """This Python's ``sqlite3`` was built without FTS5 (never seen on a current build)."""
 
 
 def ident_words(name: str) -> list[str]:

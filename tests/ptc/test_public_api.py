@@ -67,6 +67,7 @@ EXPECTED = [
     "Scope",
     "ScopeError",
     "ScopeRef",
+    "SearchUnavailable",
     "Session",
     "SessionError",
     "SessionRecord",
@@ -142,6 +143,7 @@ def test_every_exception_ptc_raises_on_purpose_derives_from_ptc_error() -> None:
         (ptc.ConfigurationError, ValueError),
         (ptc.UsageError, TypeError),
         (ptc.ClosedError, RuntimeError),
+        (ptc.SearchUnavailable, RuntimeError),
         (ptc.SuspensionError, ValueError),
     ]:
         assert issubclass(cls, ptc.PtcError) and issubclass(cls, builtin), cls
