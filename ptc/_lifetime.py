@@ -100,8 +100,9 @@ class Lifetime:
         """The runtime entered: background tasks run in ``group``."""
         self._group = group
 
-    async def aclose(self) -> None:
-        """Run the close hooks, last registered first. Idempotent."""
+    async def close(self) -> None:
+        """Run the close hooks, last registered first (the runtime's ``close()`` does).
+        Idempotent; a hook's exception is logged, never raised."""
         if self._closed:
             return
         self._closed = True

@@ -270,7 +270,7 @@ class ToolRuntime:
 
     def _spawn(self, awaitable: Awaitable[object], listener: AnyListener) -> None:
         # Changes happen in sync code; a coroutine listener runs in a task of its own that
-        # aclose() waits for (detached, so closing works from any task or nesting).
+        # close() waits for (detached, so closing works from any task or nesting).
         if not self._entered or self._closed:
             if inspect.iscoroutine(awaitable):
                 awaitable.close()
@@ -311,12 +311,13 @@ class ToolRuntime:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.aclose()
+        await self.close()
 
-    async def aclose(self) -> None:
+    async def close(self) -> None:
         """Close code mode (workers, pools), run the close hooks (``on_close``), then stop
         background tasks and wait for pending change listeners. Idempotent, and callable
-        from any task, inside or outside ``async with runtime``."""
+        from any task, inside or outside ``async with runtime`` (which calls it on exit).
+        Never raises for a hook's failure (it is logged)."""
         if self._closed:
             return
         self._closed = True
@@ -324,7 +325,7 @@ class ToolRuntime:
             try:
                 await self._code_mode.aclose()
             finally:
-                await self._lifetime.aclose()
+                await self._lifetime.close()
         finally:
             self._lifetime.detach()
             host, self._lifetime_host = self._lifetime_host, None

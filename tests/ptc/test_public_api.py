@@ -172,3 +172,19 @@ def test_every_exception_class_is_named_where_the_docs_list_them() -> None:
     errors_section = guide.split("## Errors", 1)[1].split("\n## ", 1)[0]
     for text in (errors_entry, errors_section, ptc._errors.__doc__ or ""):
         assert {name for name in classes if name not in text} == set()
+
+
+def test_ptc_closes_with_one_verb() -> None:
+    # DESIGN names scope.close() and `await session.close()`; the runtime (async) and its
+    # Lifetime follow them. ptc.mcp's Mount keeps the aclose() DESIGN section 9 names.
+    import inspect
+
+    closers = {
+        name: cls
+        for name, cls in vars(ptc).items()
+        if inspect.isclass(cls) and name in ptc.__all__ and hasattr(cls, "close")
+    }
+    assert {"Scope", "Session", "ToolRuntime", "Lifetime", "EventLog"} <= set(closers)
+    public = [n for n in ptc.__all__ if inspect.isclass(getattr(ptc, n))]
+    assert [n for n in public if hasattr(getattr(ptc, n), "aclose")] == []
+    assert inspect.iscoroutinefunction(ptc.ToolRuntime.close)
