@@ -21,7 +21,7 @@ import json
 import re
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ._errors import ProtocolError
@@ -88,9 +88,25 @@ def json_problem(value: object, *, max_depth: int = MAX_JSON_DEPTH) -> str | Non
                 if type(k) is not str:
                     return f"{_render(path)} has a non-string key of type {type(k).__name__}"
                 stack.append((v, depth + 1, (path, k)))
+        elif isinstance(item, Coroutine):  # an SDK call (or `async def`) in async code
+            name = coroutine_name(item)
+            return (
+                f"{_render(path)} is the coroutine {name}(...), never awaited: "
+                f"write `await {name}(...)`"
+            )
         else:
             return f"{_render(path)} is a {kind.__name__}, not a JSON value"
     return None
+
+
+def coroutine_name(value: object) -> str:
+    """What a program calls the coroutine ``value`` (``tools.search``, ``main``), read
+    defensively: it is the program's own object, and its attributes may do anything."""
+    try:
+        name = getattr(value, "__qualname__", "")
+    except Exception:  # noqa: BLE001
+        name = ""
+    return name if type(name) is str and 0 < len(name) <= 100 else type(value).__name__
 
 
 def _too_many_digits(number: int) -> bool:
