@@ -128,6 +128,7 @@ class Disposer:
 
     @property
     def disposed(self) -> bool:
+        """Whether it was called: the registration is undone (calling it again does nothing)."""
         return self._undo is None
 
     def __call__(self) -> None:

@@ -27,6 +27,7 @@ tuples, NaN and other non-JSON values are refused there (``INVALID_ARGS``, ``Not
 
 
 def _readonly(self: object, *args: object, **kwargs: object) -> NoReturn:
+    """Frozen JSON is read-only: this mutating method raises ``TypeError``."""
     raise TypeError(f"{type(self).__name__} is read-only")
 
 

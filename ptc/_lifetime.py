@@ -52,6 +52,7 @@ class Lifetime:
 
     @property
     def closed(self) -> bool:
+        """Whether the runtime closed: no task can start and no hook can be added any more."""
         return self._closed
 
     def on_close(self, hook: CloseHook) -> Disposer:
@@ -116,4 +117,5 @@ class Lifetime:
                 logger.exception("close hook %s failed", describe(hook))
 
     def detach(self) -> None:
+        """The runtime left its task group: :meth:`start` refuses from now on."""
         self._group = None

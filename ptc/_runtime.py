@@ -119,22 +119,27 @@ class ToolRuntime:
 
     @property
     def default_mode(self) -> Mode:
+        """The mode a scope presents as unless it or an ancestor declares one."""
         return self._tree.default_mode
 
     @property
     def approver(self) -> Approver | None:
+        """What answers ``Ask`` decisions; ``None``: every ask is ``ASK_UNAVAILABLE``."""
         return self._tree.approver
 
     @property
     def profile(self) -> Profile:
+        """The language profile code mode uses unless a scope declares one."""
         return self._tree.profile
 
     @property
     def limits(self) -> Limits:
+        """The run limits code mode uses unless a scope declares its own."""
         return self._tree.limits
 
     @property
     def containment(self) -> Containment:
+        """What every run's containment must achieve (``require``) and the pool's size."""
         return self._containment
 
     @property
@@ -149,10 +154,12 @@ class ToolRuntime:
 
     @property
     def max_parallel_calls(self) -> int:
+        """How many parallel-safe bodies one batch runs at once."""
         return self._tree.max_parallel_calls
 
     @property
     def closed(self) -> bool:
+        """Whether :meth:`close` ran (or began)."""
         return self._closed
 
     @property

@@ -87,10 +87,12 @@ class Scope(ScopeCodeMode):
 
     @property
     def name(self) -> str:
+        """The name this scope was created with (``"root"`` for the root)."""
         return self._name
 
     @property
     def parent(self) -> Scope | None:
+        """The scope this one was created from; ``None`` for the root."""
         return self._parent
 
     @property
@@ -105,6 +107,7 @@ class Scope(ScopeCodeMode):
 
     @property
     def closed(self) -> bool:
+        """Whether :meth:`close` ended this scope (the root is emptied, never closed)."""
         return self._closed
 
     @property

@@ -127,6 +127,7 @@ class Session:
 
     @property
     def scope(self) -> SessionScope:
+        """The scope this session is a view of."""
         return self._scope
 
     @property
@@ -136,6 +137,7 @@ class Session:
 
     @property
     def parent(self) -> SessionScope | None:
+        """The scope's parent (``None`` for the root)."""
         return self._scope.parent
 
     @property
@@ -183,6 +185,7 @@ class Session:
         return tool
 
     def code_options(self) -> tuple[Mode, Profile, Limits]:
+        """The scope's ``(mode, profile, limits)``."""
         return self._scope.code_options()
 
     def view(self) -> ToolView:
@@ -204,9 +207,11 @@ class Session:
         return [session_spec if _spec_name(s) == RESERVED_NAME else s for s in specs]
 
     def sdk(self, tools: Iterable[str] | None = None) -> str:
+        """The scope's SDK text (or the stub of ``tools``), as ``Scope.sdk``."""
         return self._scope.sdk(tools)
 
     async def prepare(self) -> None:
+        """The scope's ``prepare()``."""
         await self._scope.prepare()
 
     def on(self, event: Event, listener: AnyListener) -> Disposer:
@@ -261,6 +266,7 @@ class Session:
         return await self.call(RESERVED_NAME, arguments, call_id=call_id, signal=signal)
 
     def suspension(self, call_id: str) -> Suspension | None:
+        """The scope's paused run with this call id, or ``None``."""
         return self._scope.suspension(call_id)
 
     async def resume(self, call_id_or_token: str, answer: ApprovalAnswer) -> ToolResult:
@@ -269,6 +275,7 @@ class Session:
         return await self._scope.resume(call_id_or_token, answer)
 
     async def discard_suspension(self, call_id_or_token: str) -> Suspension:
+        """Drop the scope's paused run (see ``Scope.discard_suspension``); returns it."""
         return await self._scope.discard_suspension(call_id_or_token)
 
     # -- the session's own --------------------------------------------------------------

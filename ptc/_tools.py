@@ -57,10 +57,14 @@ class ScopeRef(Protocol):
     """
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The scope's name."""
+        ...
 
     @property
-    def path(self) -> str: ...
+    def path(self) -> str:
+        """The names from the root down, joined by ``/``."""
+        ...
 
     async def call(
         self,
@@ -69,7 +73,10 @@ class ScopeRef(Protocol):
         *,
         call_id: str | None = None,
         signal: CancelSignal | None = None,
-    ) -> ToolResult: ...
+    ) -> ToolResult:
+        """``Scope.call``: one call through the pipeline, never raising for policy or tool
+        failures."""
+        ...
 
 
 class ExecutionToken:

@@ -30,6 +30,7 @@ class OutputCapture:
 
     @property
     def total_bytes(self) -> int:
+        """Bytes fed so far (UTF-8), kept or not."""
         return self._total
 
     def feed(self, text: str) -> bool:

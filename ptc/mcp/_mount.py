@@ -174,6 +174,7 @@ class Mount:
 
     @property
     def server(self) -> StdioServer | HttpServer:
+        """Where the mounted server is (what ``mount()`` was given)."""
         return self._server
 
     @property
@@ -192,6 +193,8 @@ class Mount:
     # -- lifetime -------------------------------------------------------------------------
 
     async def connect(self, timeout_seconds: float) -> None:
+        """Start the server's session and register its tools (``mount()`` does; raises
+        :class:`MountError` when it cannot be started, reached or listed in time)."""
         lifetime = self._scope.lifetime
         try:
             with anyio.fail_after(timeout_seconds):

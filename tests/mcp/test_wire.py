@@ -17,8 +17,9 @@ EDGE = 4096
 ids = st.one_of(st.integers(-(2**53), 2**53), st.text(max_size=20))
 values: st.SearchStrategy[Any] = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=30),
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4)
+    ),
     max_leaves=20,
 )
 

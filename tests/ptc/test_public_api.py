@@ -188,3 +188,9 @@ def test_ptc_closes_with_one_verb() -> None:
     public = [n for n in ptc.__all__ if inspect.isclass(getattr(ptc, n))]
     assert [n for n in public if hasattr(getattr(ptc, n), "aclose")] == []
     assert inspect.iscoroutinefunction(ptc.ToolRuntime.close)
+
+
+def test_every_public_entry_point_says_what_the_caller_gets() -> None:
+    from tests._docstrings import undocumented
+
+    assert undocumented(ptc) == []

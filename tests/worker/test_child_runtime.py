@@ -283,8 +283,7 @@ def test_the_programs_stdout_and_stderr_are_text_files_as_a_scripts() -> None:
 def test_compiler_warnings_are_the_programs_stderr() -> None:
     run = run_child("x = 1\nif x is 1:\n    print('one')")
     assert run.stdout == (
-        '<program>:2: SyntaxWarning: "is" with a literal. Did you mean "=="?\n'
-        "  if x is 1:\none\n"
+        '<program>:2: SyntaxWarning: "is" with a literal. Did you mean "=="?\n  if x is 1:\none\n'
     )
 
 

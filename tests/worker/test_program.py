@@ -124,15 +124,9 @@ RECURSION_AS_A_SCRIPT = {
         "deepest = max(n for n in range(12) if not isinstance(_try(down, n), Exception))\n"
         "[deepest, str(_try(down, 100))]"
     ),
-    "sorted": (
-        "def f(x):\n    return sorted([x], key=f)\nstr(_try(f, 1))"
-    ),
-    "map": (
-        "def f(x):\n    return list(map(f, [x]))\nstr(_try(f, 1))"
-    ),
-    "nested": (
-        "def f(x):\n    return f(x + 1)\ne = _try(f, 0)\n[type(e).__name__, str(e)]"
-    ),
+    "sorted": ("def f(x):\n    return sorted([x], key=f)\nstr(_try(f, 1))"),
+    "map": ("def f(x):\n    return list(map(f, [x]))\nstr(_try(f, 1))"),
+    "nested": ("def f(x):\n    return f(x + 1)\ne = _try(f, 0)\n[type(e).__name__, str(e)]"),
 }
 _TRY = (
     "def _try(fn, *args):\n    try:\n        return fn(*args)\n"
@@ -150,9 +144,7 @@ def _as_a_script(code: str) -> object:
     last = ast.unparse(body[-1])
     head = "\n".join(ast.unparse(node) for node in body[:-1])
     script = f"import json\n{head}\nprint(json.dumps({last}))"
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True
-    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 
 

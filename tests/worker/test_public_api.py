@@ -61,3 +61,9 @@ def test_importing_worker_imports_neither_ptc_nor_restrictedpython() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_every_public_entry_point_says_what_the_caller_gets() -> None:
+    from tests._docstrings import undocumented
+
+    assert undocumented(worker) == []
