@@ -53,6 +53,7 @@ __all__ = (
     "PreExecuteListener",
     "ResultListener",
     "describe",
+    "remove_identical",
     "emit",
     "logger",
     "run_waterfall",
@@ -137,6 +138,15 @@ class Disposer:
             undo()
 
 
+def remove_identical(items: list[Any], item: object) -> None:
+    """Remove ``item`` itself (not an equal one) from ``items``, if it is there: what a
+    :class:`Disposer` of a list entry undoes."""
+    for index, existing in enumerate(items):
+        if existing is item:
+            del items[index]
+            return
+
+
 class ListenerError(PtcError):
     """A listener raised or returned an invalid decision (the pipeline fails closed).
 
@@ -189,10 +199,6 @@ class Listeners:
         for event, entries in self._entries.items():
             if any(e.scope is scope for e in entries):
                 self._entries[event] = [e for e in entries if e.scope is not scope]
-
-    def count_scoped(self, scope: object) -> int:
-        """How many listeners are registered for exactly ``scope``."""
-        return sum(e.scope is scope for entries in self._entries.values() for e in entries)
 
     def _remove(self, event: str, entry: _Entry) -> None:
         self._entries[event] = [e for e in self._entries[event] if e is not entry]

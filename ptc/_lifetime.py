@@ -15,7 +15,7 @@ from typing import Any, TypeAlias
 from anyio.abc import TaskGroup, TaskStatus
 
 from ._errors import ClosedError, UsageError
-from ._events import Disposer, describe, logger
+from ._events import Disposer, describe, logger, remove_identical
 
 __all__ = ("CloseHook", "Lifetime")
 
@@ -63,14 +63,7 @@ class Lifetime:
             raise ClosedError("the runtime is closed")
         hooks = self._hooks
         hooks.append(hook)
-
-        def undo() -> None:
-            for index, existing in enumerate(hooks):
-                if existing is hook:
-                    del hooks[index]
-                    return
-
-        return Disposer(undo)
+        return Disposer(lambda: remove_identical(hooks, hook))
 
     async def start(self, fn: Callable[..., Awaitable[object]], *, name: str | None = None) -> Any:
         """Run ``fn(task_status=...)`` in the runtime's task group, as

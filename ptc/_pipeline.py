@@ -131,7 +131,13 @@ class Call:
             call.end("INVALID_ARGS", f"invalid arguments for `{name}`: {problem}")
             return call
         definition = site.visible.get(name)
-        if definition is None:
+        if definition is None and name == RESERVED_NAME:
+            call.end(
+                "UNKNOWN_TOOL",
+                f"unknown tool `{name}`: this scope presents its tools natively; call"
+                f' `present_as("code")` (or `"both"`) on it to offer `{name}`',
+            )
+        elif definition is None:
             call.end("UNKNOWN_TOOL", f"unknown tool `{name}`")
         elif name == RESERVED_NAME and parent is not None:
             call.end("UNKNOWN_TOOL", f"`{RESERVED_NAME}` cannot be called from inside a program")

@@ -36,7 +36,7 @@ from ._layers import MODES, Mode
 from ._lifetime import CloseHook, Lifetime
 from ._presentation import check_code_options
 from ._scope_tree import ScopeTree
-from ._scopes import ChangeListener, Scope, lineage
+from ._scopes import ChangeListener, Scope
 from ._session_runs import SessionKeepers
 from ._session_store import MemorySessionStore, SessionStore
 from ._suspensions import SuspensionStore
@@ -266,7 +266,7 @@ class ToolRuntime:
             self._code_mode.on_change(scope)
         except Exception:
             logger.exception("code mode failed to handle a tools/change")
-        for listener in self._tree.listeners.for_chain(CHANGE, lineage(scope)):
+        for listener in self._tree.listeners.for_chain(CHANGE, scope.lineage):
             try:
                 out = listener(scope)
             except Exception:

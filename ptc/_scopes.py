@@ -32,6 +32,7 @@ from ._events import (
     PostExecuteListener,
     PreExecuteListener,
     ResultListener,
+    remove_identical,
 )
 from ._json import JSON, JSONLike
 from ._layers import (
@@ -58,7 +59,7 @@ from ._session import DEFAULT_TTL, Session, open_session
 from ._signals import CancelSignal
 from ._tools import RESERVED_NAME, ToolDefinition
 
-__all__ = ("ChangeListener", "Scope", "call_site", "lineage", "subtree")
+__all__ = ("ChangeListener", "Scope", "call_site")
 
 ChangeListener: TypeAlias = "Callable[[Scope], object]"
 """A ``tools/change`` listener: a plain function or a coroutine function of the scope."""
@@ -99,6 +100,12 @@ class Scope(ScopeCodeMode):
     def path(self) -> str:
         """The names from the root down, joined by ``/`` (``"root/researcher"``)."""
         return "/".join(s._name for s in self._chain)
+
+    @property
+    def lineage(self) -> tuple[Scope, ...]:
+        """This scope and its ancestors, root first: the scopes whose changes change what
+        this one sees (its ``tools/change`` listeners see them all)."""
+        return self._chain
 
     @property
     def children(self) -> tuple[Scope, ...]:
@@ -229,7 +236,7 @@ class Scope(ScopeCodeMode):
         restriction = Restriction(allowed, denied)
         restrictions = self._layer.restrictions
         restrictions.append(restriction)
-        disposer = self._track(lambda: _remove(restrictions, restriction))
+        disposer = self._track(lambda: remove_identical(restrictions, restriction))
         self._changed()
         return disposer
 
@@ -240,7 +247,7 @@ class Scope(ScopeCodeMode):
             raise UsageError("guard() takes a callable")
         guards = self._layer.guards
         guards.append(fn)
-        disposer = self._track(lambda: _remove(guards, fn))
+        disposer = self._track(lambda: remove_identical(guards, fn))
         self._changed()
         return disposer
 
@@ -277,11 +284,16 @@ class Scope(ScopeCodeMode):
         inline_tokens: int | None = None,
         pin: Iterable[str] | None = None,
     ) -> None:
-        """Declare the presentation mode (and code options) for this scope and its subtree.
+        """Declare how this scope and its subtree present their tools to the model.
 
-        ``discovery`` (``"auto"`` by default), ``inline_tokens`` (6000) and ``pin``: how
-        ``run_code``'s description shows the tools (see :class:`ptc.Discovery`); each
-        option, like ``profile`` and ``limits``, is inherited unless declared nearer."""
+        ``mode``: ``"native"`` (the tools themselves), ``"code"`` (only ``run_code``: the
+        tools are called from its programs; a direct call of one is ``UNKNOWN_TOOL``) or
+        ``"both"`` (the tools and ``run_code``). Once per scope (a second call raises
+        ``ScopeError``; not on the root: ``ToolRuntime(default_mode=...)``); the nearest
+        declaration wins. ``profile`` and ``limits``: the code runs'; ``discovery``
+        (``"auto"`` by default), ``inline_tokens`` (6000) and ``pin``: how ``run_code``'s
+        description shows the tools (see :class:`ptc.Discovery`). Each option is inherited
+        unless declared nearer. Returns nothing; a ``tools/change`` follows."""
         self._check_open()
         if self._parent is None:
             raise ScopeError("present_as() is per scope; set ToolRuntime(default_mode=...)")
@@ -399,7 +411,11 @@ class Scope(ScopeCodeMode):
         call_id: str | None = None,
         signal: CancelSignal | None = None,
     ) -> ToolResult:
-        """``call("run_code", {"code": code, "description": description?})``."""
+        """Run ``code`` as a model's ``run_code`` call would: ``call("run_code", {"code":
+        code, "description": description?})``. Never raises: the result's value is
+        ``{result, stdout}``, a failed run is ``CODE_RUN_FAILED`` (its kind in the message),
+        and a scope whose mode is ``native`` answers ``UNKNOWN_TOOL`` (declare
+        ``present_as("code")`` or ``"both"`` first)."""
         arguments: dict[str, JSON] = {"code": code}
         if description:
             arguments["description"] = description
@@ -429,25 +445,3 @@ def call_site(scope: Scope) -> CallSite:
     """The scope's current :class:`CallSite` (code mode dispatches nested calls with it,
     so visibility is re-checked at dispatch time)."""
     return scope._resolved()[1]
-
-
-def lineage(scope: Scope) -> tuple[Scope, ...]:
-    """``scope`` and its ancestors, root first."""
-    return scope._chain
-
-
-def subtree(scope: Scope) -> list[Scope]:
-    """``scope`` and all its open descendants."""
-    found = [scope]
-    index = 0
-    while index < len(found):
-        found.extend(found[index].children)
-        index += 1
-    return found
-
-
-def _remove(items: list[Any], item: object) -> None:
-    for index, existing in enumerate(items):
-        if existing is item:
-            del items[index]
-            return

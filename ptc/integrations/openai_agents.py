@@ -60,15 +60,13 @@ class PtcFunctionTools(list[Tool]):
         self._stale = False
         self._lock: anyio.Lock | None = None
         self._update(self.scope.model_tools(format="openai", strict=True))
-        chain = [scope_of(self.scope)]
-        while (parent := chain[-1].parent) is not None:
-            chain.append(parent)
+        chain = scope_of(self.scope).lineage
 
         def changed(changed_scope: ptc.Scope) -> None:
             if any(changed_scope is s for s in chain):
                 self._stale = True  # no SDK is built here: the next turn refreshes
 
-        self._dispose = chain[-1].on("tools/change", changed)
+        self._dispose = chain[0].on("tools/change", changed)
 
     def close(self) -> None:
         self._dispose()

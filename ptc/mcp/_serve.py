@@ -161,7 +161,7 @@ def server(
     clients = _ClientSessions(scope) if sessions or isinstance(scope, ptc.Session) else None
     admission = _admission(scope, max_concurrent_runs, max_queued_runs)
     bus = InMemorySubscriptionBus()
-    chain = _chain(scope)
+    chain = (scope.scope if isinstance(scope, ptc.Session) else scope).lineage
 
     @asynccontextmanager
     async def lifespan(_: Server[_Running]) -> AsyncIterator[_Running]:
@@ -337,16 +337,6 @@ def _forward_output(
         )
 
     return scope.on("code/output", forward)
-
-
-def _chain(served: Served) -> list[ptc.Scope]:
-    """The scope (a session's own) and its ancestors, root first."""
-    scope = served.scope if isinstance(served, ptc.Session) else served
-    assert isinstance(scope, ptc.Scope)
-    chain = [scope]
-    while (parent := chain[-1].parent) is not None:
-        chain.append(parent)
-    return chain[::-1]
 
 
 def _version() -> str:
