@@ -1,10 +1,12 @@
 """What a package's public face leaves undocumented: every public class, function,
 method and property its ``__all__`` names must say what the caller gets (an override
-may inherit its base's docstring, as ``inspect.getdoc`` reads it)."""
+may inherit its base's docstring, as ``inspect.getdoc`` reads it), and send the reader to
+nothing private."""
 
 from __future__ import annotations
 
 import inspect
+import re
 from types import ModuleType
 
 
@@ -37,3 +39,22 @@ def undocumented(module: ModuleType) -> list[str]:
             if not (value.__doc__ or inspect.getdoc(getattr(obj, member, None))):
                 missing.append(f"{where}.{member}")
     return missing
+
+
+_PRIVATE = re.compile(r"\b(?:ptc|worker|sdkgen)(?:\.\w+)*\._\w+")
+
+
+def private_references(module: ModuleType) -> list[str]:
+    """``where: name`` for each private module or name a public docstring points at."""
+    found: list[str] = []
+    for name in module.__all__:
+        obj = getattr(module, name)
+        docs = [(name, inspect.getdoc(obj) or "")]
+        if inspect.isclass(obj):
+            docs += [
+                (f"{name}.{member}", inspect.getdoc(value) or "")
+                for member, value in inspect.getmembers(obj)
+                if not member.startswith("_")
+            ]
+        found += [f"{where}: {hit}" for where, doc in docs for hit in _PRIVATE.findall(doc)]
+    return found

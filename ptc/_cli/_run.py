@@ -25,7 +25,14 @@ from .._json import thaw
 from .._layers import PROFILES
 from .._results import ToolResult
 from .._runtime import ToolRuntime
-from ._common import CliError, add_require, call_tools_func, containment, load_tools
+from ._common import (
+    CliError,
+    add_require,
+    call_tools_func,
+    containment,
+    help_text,
+    load_tools,
+)
 
 __all__ = ("add_parser", "main", "result_json")
 
@@ -35,7 +42,7 @@ def add_parser(sub: Any) -> None:
     run = sub.add_parser(
         "run",
         help="run a model-written program under containment",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
+        description=help_text(__doc__, 1),
     )
     run.add_argument("program", help="the program file (- reads stdin)")
     run.add_argument("--tools", metavar="MODULE:FUNC", help="FUNC(runtime) registers the tools")

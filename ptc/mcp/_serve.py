@@ -150,7 +150,8 @@ def server(
     or use :func:`serve`. A ``tools/change`` that affects the scope sends
     ``notifications/tools/list_changed`` (to handshake-era sessions, and to 2026-era
     ``subscriptions/listen`` streams). At most ``max_concurrent_runs`` ``run_code`` calls
-    run at once (default: :func:`ptc.mcp._admission.default_max_runs`); up to
+    run at once (default: two per CPU this process may use, and no more than half the
+    machine's or its cgroup's memory allows at the scope's ``Limits.memory_mib`` each); up to
     ``max_queued_runs`` more wait (default: four times as many); the rest are answered
     at once with an ``isError`` result (``TOOL_UNAVAILABLE``, "busy"). A call whose HTTP
     client disconnects is cancelled (its signal fires). ``sessions=True`` gives each MCP

@@ -188,7 +188,8 @@ FAILS: dict[str, Case] = {
         "import asyncio\nasync def main():\n"
         "    return [await tools.add(a=1, b=2), tools.add(a=3, b=4)]\nasyncio.run(main())",
         kind="invalid-result",
-        fix="value[1] is the coroutine tools.add(...), never awaited: write `await tools.add(...)`"),
+        fix="value[1] is the coroutine tools.add(...), never awaited: write "
+            "`await tools.add(...)`"),
     "an unawaited call inside a dict at the top level": Case(
         "n = await tools.add(a=1, b=2)\nreturn {'n': n, 'w': tools.get_current_weather("
         "location='Oslo')}", kind="invalid-result",

@@ -191,6 +191,7 @@ def test_ptc_closes_with_one_verb() -> None:
 
 
 def test_every_public_entry_point_says_what_the_caller_gets() -> None:
-    from tests._docstrings import undocumented
+    from tests._docstrings import private_references, undocumented
 
     assert undocumented(ptc) == []
+    assert private_references(ptc) == []

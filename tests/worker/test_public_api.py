@@ -64,6 +64,7 @@ def test_importing_worker_imports_neither_ptc_nor_restrictedpython() -> None:
 
 
 def test_every_public_entry_point_says_what_the_caller_gets() -> None:
-    from tests._docstrings import undocumented
+    from tests._docstrings import private_references, undocumented
 
     assert undocumented(worker) == []
+    assert private_references(worker) == []
