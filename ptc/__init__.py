@@ -80,6 +80,7 @@ from ._suspensions import PendingApproval as PendingApproval
 from ._suspensions import RecordedCall as RecordedCall
 from ._suspensions import Suspension as Suspension
 from ._suspensions import SuspensionStore as SuspensionStore
+from ._tools import RUN_CODE as RUN_CODE
 from ._tools import ExecutionToken as ExecutionToken
 from ._tools import Output as Output
 from ._tools import ScopeRef as ScopeRef
@@ -93,6 +94,7 @@ __all__ = (
     "FAILURE_KINDS",
     "JSON",
     "JSONLike",
+    "RUN_CODE",
     "Accept",
     "Allow",
     "ApprovalAnswer",

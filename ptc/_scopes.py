@@ -57,7 +57,7 @@ from ._scope_code import ScopeCodeMode
 from ._scope_tree import ScopeTree
 from ._session import DEFAULT_TTL, Session, open_session
 from ._signals import CancelSignal
-from ._tools import RESERVED_NAME, ToolDefinition
+from ._tools import RUN_CODE, ToolDefinition
 
 __all__ = ("ChangeListener", "Scope", "call_site")
 
@@ -184,8 +184,8 @@ class Scope(ScopeCodeMode):
             raise UsageError("register() takes a ToolDefinition (see define_tool / @tool)")
         name = definition.name
         tools = self._layer.tools
-        if name == RESERVED_NAME:
-            raise ScopeError(f"`{RESERVED_NAME}` is reserved and cannot be registered")
+        if name == RUN_CODE:
+            raise ScopeError(f"`{RUN_CODE}` is reserved and cannot be registered")
         if name in tools:
             raise ScopeError(f"tool {name!r} is already registered in {self!r}")
         tools[name] = definition
@@ -224,8 +224,8 @@ class Scope(ScopeCodeMode):
         allowed = None if allow is None else names_of(allow, "allow")
         denied = names_of(deny or (), "deny")
         named = (allowed or frozenset()) | denied
-        if RESERVED_NAME in named:
-            raise ScopeError(f"`{RESERVED_NAME}` cannot be restricted")
+        if RUN_CODE in named:
+            raise ScopeError(f"`{RUN_CODE}` cannot be restricted")
         restrictable = self.view().restrictable_names
         unknown = sorted(named - restrictable)
         if unknown:
@@ -341,7 +341,7 @@ class Scope(ScopeCodeMode):
         if mode != "native":
             # Code mode sees the native tools only: run_code's SDK is built from them.
             natives = MappingProxyType(dict(visible))
-            visible[RESERVED_NAME] = tree.code_mode_hooks().run_code_tool(self, natives)
+            visible[RUN_CODE] = tree.code_mode_hooks().run_code_tool(self, natives)
         frozen = MappingProxyType(visible)
         view = ToolView(
             visible=frozen,
@@ -379,7 +379,7 @@ class Scope(ScopeCodeMode):
             self._tree.code_mode_hooks().ensure_ready(self)
         visible = self.view().visible
         if mode == "code":
-            visible = {k: v for k, v in visible.items() if k == RESERVED_NAME}
+            visible = {k: v for k, v in visible.items() if k == RUN_CODE}
         return [model_spec(d, format, strict=strict) for d in visible.values()]
 
     # -- calling ------------------------------------------------------------------------
@@ -419,7 +419,7 @@ class Scope(ScopeCodeMode):
         arguments: dict[str, JSON] = {"code": code}
         if description:
             arguments["description"] = description
-        return await self.call(RESERVED_NAME, arguments, call_id=call_id, signal=signal)
+        return await self.call(RUN_CODE, arguments, call_id=call_id, signal=signal)
 
     def session(
         self,

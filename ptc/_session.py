@@ -41,7 +41,7 @@ from ._session_store import DEFAULT_SESSION_TTL_SECONDS as DEFAULT_TTL
 from ._session_store import SessionRecord, check_ttl, new_session_id
 from ._signals import CancelSignal
 from ._suspensions import Suspension
-from ._tools import RESERVED_NAME, ToolContext, ToolDefinition
+from ._tools import RUN_CODE, ToolContext, ToolDefinition
 
 __all__ = ("DEFAULT_TTL", "SESSION_INPUT_SCHEMA", "Session", "SessionScope", "open_session")
 
@@ -152,11 +152,11 @@ class Session:
 
     def _call_site(self) -> CallSite:
         site = self._site()
-        base = site.visible.get(RESERVED_NAME)
+        base = site.visible.get(RUN_CODE)
         if base is None:
             return site
         visible = dict(site.visible)
-        visible[RESERVED_NAME] = self._run_code_tool(base)
+        visible[RUN_CODE] = self._run_code_tool(base)
         return replace(site, visible=MappingProxyType(visible))
 
     def _run_code_tool(self, base: ToolDefinition) -> ToolDefinition:
@@ -202,11 +202,11 @@ class Session:
         """The scope's model tools, ``run_code`` as the session's (see ``Scope.model_tools``)."""
         specs = self._scope.model_tools(format, strict=strict)
         site = self._call_site()
-        tool = site.visible.get(RESERVED_NAME)
+        tool = site.visible.get(RUN_CODE)
         if tool is None:
             return specs
         session_spec = model_spec(tool, format, strict=strict)
-        return [session_spec if _spec_name(s) == RESERVED_NAME else s for s in specs]
+        return [session_spec if _spec_name(s) == RUN_CODE else s for s in specs]
 
     def sdk(self, tools: Iterable[str] | None = None) -> str:
         """The scope's SDK text (or the stub of ``tools``), as ``Scope.sdk``."""
@@ -231,7 +231,7 @@ class Session:
         """``Scope.call``; ``run_code`` runs on this session (``SESSION_EXPIRED`` once it
         is closed, expired or evicted: a result, never an exception)."""
         call = Call.create(self._call_site(), name, arguments, call_id=call_id, signal=signal)
-        if name != RESERVED_NAME:
+        if name != RUN_CODE:
             return await call.run()
         ticket = self._keeper.ticket()  # its place in line: taken now, in call order
         token = called_with_ticket(ticket)
@@ -265,7 +265,7 @@ class Session:
             arguments["description"] = description
         if reset:
             arguments["reset"] = True
-        return await self.call(RESERVED_NAME, arguments, call_id=call_id, signal=signal)
+        return await self.call(RUN_CODE, arguments, call_id=call_id, signal=signal)
 
     def suspension(self, call_id: str) -> Suspension | None:
         """The scope's paused run with this call id, or ``None``."""

@@ -54,7 +54,6 @@ logger = logging.getLogger("ptc.mcp")
 # notification to one that has: remember the most recent ones only, so a long-running HTTP
 # server does not keep every client it ever had.
 _MAX_SESSIONS = 1024
-_RUN_CODE = "run_code"  # the one tool whose calls are admitted (each starts a worker)
 
 
 @dataclass(eq=False)
@@ -199,7 +198,8 @@ def server(
         running = ctx.lifespan_context
         target = clients.of(ctx) if clients is not None else scope
         definition = target.view().visible.get(params.name)
-        is_run = params.name == _RUN_CODE and definition is not None
+        # run_code is the one tool whose calls are admitted (each starts a worker).
+        is_run = params.name == ptc.RUN_CODE and definition is not None
         if is_run and (busy := admission.reserve()) is not None:
             return _refused(f"ptc serve is {busy}")
         signal = ptc.CancelSignal()
@@ -226,7 +226,7 @@ def server(
             signal.cancel("the MCP client disconnected")
 
         running.signals.add(signal)
-        dispose = _forward_output(target, ctx, call_id) if params.name == "run_code" else None
+        dispose = _forward_output(target, ctx, call_id) if params.name == ptc.RUN_CODE else None
         running.group.start_soon(run)
         async with anyio.create_task_group() as watching:
             gone = _disconnected(ctx)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import typing
 
 import ptc
 
 EXPECTED = [
     "content",
+    "RUN_CODE",
     "Suspension",
     "RecordedCall",
     "PendingApproval",
@@ -195,3 +197,18 @@ def test_every_public_entry_point_says_what_the_caller_gets() -> None:
 
     assert undocumented(ptc) == []
     assert private_references(ptc) == []
+
+
+def test_run_code_is_named_in_one_place() -> None:
+    # Adapters and MCP serve compare with ptc.RUN_CODE; the name is defined once.
+    import pathlib
+
+    assert ptc.RUN_CODE == "run_code"
+    package = pathlib.Path(ptc.__file__).parent
+    defining = [
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if re.search(r"""(==|=|!=)\s*["']run_code["']""", line)
+    ]
+    assert defining == ["_tools.py"]
