@@ -56,6 +56,7 @@ __all__ = (
     "remove_identical",
     "emit",
     "logger",
+    "only_call",
     "run_waterfall",
 )
 
@@ -136,6 +137,16 @@ class Disposer:
         undo, self._undo = self._undo, None
         if undo is not None:
             undo()
+
+
+def only_call(call_id: str, listener: OutputListener) -> OutputListener:
+    """``listener`` for the ``code/output`` chunks of the ``run_code`` call ``call_id``
+    only (what ``scope.on_output`` registers)."""
+
+    def of_the_call(chunk: Mapping[str, str]) -> object:
+        return listener(chunk) if chunk["call_id"] == call_id else None
+
+    return of_the_call
 
 
 def remove_identical(items: list[Any], item: object) -> None:

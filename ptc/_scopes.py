@@ -32,6 +32,7 @@ from ._events import (
     PostExecuteListener,
     PreExecuteListener,
     ResultListener,
+    only_call,
     remove_identical,
 )
 from ._json import JSON, JSONLike
@@ -274,6 +275,11 @@ class Scope(ScopeCodeMode):
         """Listen to ``event`` for this scope and its descendants (see ``ToolRuntime.on``)."""
         return self._tree.listeners.add(event, listener, self)
 
+    def on_output(self, call_id: str, listener: OutputListener) -> Disposer:
+        """``on("code/output", listener)`` for one ``run_code`` call: ``listener`` gets the
+        chunks of the run whose call id is ``call_id``, as it prints."""
+        return self.on("code/output", only_call(call_id, listener))
+
     def present_as(
         self,
         mode: Mode,
@@ -430,15 +436,9 @@ class Scope(ScopeCodeMode):
     ) -> Session:
         """A new :class:`ptc.Session` (``run_code`` keeping globals and files between runs),
         or ``id`` of this scope reopened (``create=True``: started if gone); ``open_session``."""
-        return open_session(
-            self,
-            self._tree.sessions,
-            site=lambda: self._resolved()[1],
-            listeners=self._tree.listeners,
-            id=id,
-            ttl_seconds=ttl_seconds,
-            create=create,
-        )
+        tree, site = self._tree, lambda: self._resolved()[1]
+        return open_session(self, tree.sessions, site=site, listeners=tree.listeners, id=id,
+                            ttl_seconds=ttl_seconds, create=create)  # fmt: skip
 
 
 def call_site(scope: Scope) -> CallSite:

@@ -23,7 +23,7 @@ from worker import Limits, Profile
 
 from ._decisions import ApprovalAnswer
 from ._errors import ClosedError, SessionError, UsageError
-from ._events import AnyListener, Disposer, Event, Listeners
+from ._events import AnyListener, Disposer, Event, Listeners, OutputListener, only_call
 from ._json import JSON, FrozenDict, JSONLike
 from ._layers import Mode, ModelFormat, ToolView, model_spec
 from ._pipeline import Call, CallSite
@@ -219,6 +219,10 @@ class Session:
     def on(self, event: Event, listener: AnyListener) -> Disposer:
         """Listen to ``event`` on the scope (see ``Scope.on``)."""
         return self._listeners.add(event, listener, self._scope)
+
+    def on_output(self, call_id: str, listener: OutputListener) -> Disposer:
+        """The output of one ``run_code`` call as it prints (see ``Scope.on_output``)."""
+        return self.on("code/output", only_call(call_id, listener))
 
     async def call(
         self,

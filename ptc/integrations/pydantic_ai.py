@@ -138,10 +138,9 @@ def _stream_output(
         return None
 
     async def forward(chunk: Mapping[str, str]) -> None:
-        if chunk["call_id"] == call_id:
-            await ctx.emit(CodeOutputEvent(text=chunk["text"], stream=chunk["stream"]))
+        await ctx.emit(CodeOutputEvent(text=chunk["text"], stream=chunk["stream"]))
 
-    return scope.on("code/output", forward)
+    return scope.on_output(call_id, forward)
 
 
 def _model_content(result: ptc.ToolResult) -> Any:

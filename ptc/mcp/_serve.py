@@ -327,8 +327,6 @@ def _forward_output(
     sent = [0]
 
     async def forward(chunk: Mapping[str, str]) -> None:
-        if chunk["call_id"] != call_id:
-            return
         text = chunk["text"]
         sent[0] += len(text)
         if token is not None:
@@ -337,7 +335,7 @@ def _forward_output(
             "info", text, logger="ptc/code-output", related_request_id=ctx.request_id
         )
 
-    return scope.on("code/output", forward)
+    return scope.on_output(call_id, forward)
 
 
 def _version() -> str:
