@@ -51,6 +51,7 @@ from ._json import JSON as JSON
 from ._json import FrozenDict as FrozenDict
 from ._json import FrozenList as FrozenList
 from ._json import JSONLike as JSONLike
+from ._json import thaw as thaw
 from ._layers import Discovery as Discovery
 from ._layers import DiscoveryMode as DiscoveryMode
 from ._layers import Mode as Mode
@@ -172,5 +173,6 @@ __all__ = (
     "content",
     "define_tool",
     "lenient_schema",
+    "thaw",
     "tool",
 )

@@ -21,7 +21,6 @@ import anyio
 
 from worker import Containment, Limits
 
-from .._json import thaw
 from .._layers import PROFILES
 from .._results import ToolResult
 from .._runtime import ToolRuntime
@@ -34,7 +33,7 @@ from ._common import (
     load_tools,
 )
 
-__all__ = ("add_parser", "main", "result_json")
+__all__ = ("add_parser", "main")
 
 
 def add_parser(sub: Any) -> None:
@@ -71,7 +70,7 @@ def main(args: argparse.Namespace) -> int:
     except CliError as exc:
         print(f"ptc run: {exc}", file=sys.stderr)
         return 2
-    text = json.dumps(result_json(result), indent=2, ensure_ascii=False) if args.json else None
+    text = json.dumps(result.as_json(), indent=2, ensure_ascii=False) if args.json else None
     try:
         print(text if text is not None else _report(result), flush=True)
     except BrokenPipeError:  # `ptc run ... | head`: the reader left, which is fine
@@ -95,21 +94,6 @@ def _read_program(path: str) -> str:
         return sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise CliError(f"cannot read the program {path!r}: {exc}") from exc
-
-
-def result_json(result: ToolResult) -> dict[str, Any]:
-    """The whole result as plain JSON."""
-    error = result.error
-    return {
-        "call_id": result.call_id,
-        "name": result.name,
-        "is_error": result.is_error,
-        "content": thaw(list(result.content)),
-        "value": thaw(result.value),
-        "error": None if error is None else {"code": error.code, "message": error.message},
-        "meta": thaw(result.meta),
-        "additional_contexts": thaw(list(result.additional_contexts)),
-    }
 
 
 def _report(result: ToolResult) -> str:

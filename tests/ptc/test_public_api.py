@@ -10,6 +10,7 @@ import ptc
 EXPECTED = [
     "content",
     "RUN_CODE",
+    "thaw",
     "Suspension",
     "RecordedCall",
     "PendingApproval",
