@@ -17,6 +17,7 @@ from ._child._source import parse_program as parse_program
 from ._child._source import program_size_problem as program_size_problem
 from ._errors import ProtocolError as ProtocolError
 from ._errors import WorkerError as WorkerError
+from ._json_bytes import JsonValues as JsonValues
 from ._messages import HOST_OPERATION_MARK as HOST_OPERATION_MARK
 from ._messages import HOST_OPERATIONS as HOST_OPERATIONS
 from ._output import OutputCapture as OutputCapture
@@ -58,6 +59,7 @@ __all__ = (
     "Dimension",
     "Enforcement",
     "FailureKind",
+    "JsonValues",
     "Limits",
     "OutputCapture",
     "Profile",

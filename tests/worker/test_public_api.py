@@ -27,6 +27,7 @@ def test_all_names_are_exported_and_nothing_else_is_public() -> None:
         "Dimension",
         "Enforcement",
         "FailureKind",
+        "JsonValues",
         "Limits",
         "OutputCapture",
         "Profile",
