@@ -33,6 +33,7 @@ from ._errors import NotJSONError as NotJSONError
 from ._errors import PtcError as PtcError
 from ._errors import SchemaError as SchemaError
 from ._errors import ScopeError as ScopeError
+from ._errors import SearchUnavailable as SearchUnavailable
 from ._errors import SessionError as SessionError
 from ._errors import SuspensionError as SuspensionError
 from ._errors import UsageError as UsageError
@@ -50,6 +51,7 @@ from ._json import JSON as JSON
 from ._json import FrozenDict as FrozenDict
 from ._json import FrozenList as FrozenList
 from ._json import JSONLike as JSONLike
+from ._json import thaw as thaw
 from ._layers import Discovery as Discovery
 from ._layers import DiscoveryMode as DiscoveryMode
 from ._layers import Mode as Mode
@@ -79,6 +81,7 @@ from ._suspensions import PendingApproval as PendingApproval
 from ._suspensions import RecordedCall as RecordedCall
 from ._suspensions import Suspension as Suspension
 from ._suspensions import SuspensionStore as SuspensionStore
+from ._tools import RUN_CODE as RUN_CODE
 from ._tools import ExecutionToken as ExecutionToken
 from ._tools import Output as Output
 from ._tools import ScopeRef as ScopeRef
@@ -92,6 +95,7 @@ __all__ = (
     "FAILURE_KINDS",
     "JSON",
     "JSONLike",
+    "RUN_CODE",
     "Accept",
     "Allow",
     "ApprovalAnswer",
@@ -146,6 +150,7 @@ __all__ = (
     "Scope",
     "ScopeError",
     "ScopeRef",
+    "SearchUnavailable",
     "Session",
     "SessionError",
     "SessionRecord",
@@ -168,5 +173,6 @@ __all__ = (
     "content",
     "define_tool",
     "lenient_schema",
+    "thaw",
     "tool",
 )

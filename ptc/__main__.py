@@ -12,11 +12,11 @@ from collections.abc import Sequence
 
 from ._cli import _run as run_command
 from ._cli import _serve as serve_command
-from ._cli._common import Parser
+from ._cli._common import Parser, help_text
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = Parser(prog="ptc", description=__doc__.split("\n")[0] if __doc__ else None)
+    parser = Parser(prog="ptc", description=help_text(__doc__))
     sub = parser.add_subparsers(dest="command", required=True)
     run_command.add_parser(sub)
     serve_command.add_parser(sub)

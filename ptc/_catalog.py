@@ -28,13 +28,14 @@ from dataclasses import dataclass
 
 from sdkgen import ToolBinding
 
+from ._errors import SearchUnavailable
+from ._identity_cache import IdentityCache
 from ._json import JSON
 from ._tools import ToolDefinition
 
 __all__ = (
     "Catalog",
     "CatalogEntry",
-    "SearchUnavailable",
     "estimate_tokens",
     "ident_words",
     "summary",
@@ -48,10 +49,6 @@ _WORD = re.compile(r"[A-Za-z]+|[0-9]+")
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])|([A-Z]+)([A-Z][a-z])")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 _QUERY_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-class SearchUnavailable(RuntimeError):
-    """This Python's ``sqlite3`` was built without FTS5 (never seen on a current build)."""
 
 
 def ident_words(name: str) -> list[str]:
@@ -78,28 +75,21 @@ def estimate_tokens(text_chars: int, definitions: Sequence[ToolDefinition]) -> i
     return math.ceil(chars / CHARS_PER_TOKEN)
 
 
-_STUB_CHARS: dict[int, tuple[ToolDefinition, int]] = {}
-_STUB_CHARS_LOCK = threading.Lock()
-_STUB_CHARS_ENTRIES = 20_000
+_STUB_CHARS: IdentityCache[int] = IdentityCache(20_000)
 
 
 def _stub_chars(definition: ToolDefinition) -> int:
     """About how many characters one tool's stub takes (cached per definition: they are
-    immutable, and the entry keeps the definition, so its id is not reused meanwhile)."""
-    with _STUB_CHARS_LOCK:
-        hit = _STUB_CHARS.get(id(definition))
-    if hit is not None and hit[0] is definition:
-        return hit[1]
+    immutable)."""
+    hit = _STUB_CHARS.get((definition,))
+    if hit is not None:
+        return hit
     chars = len(definition.name) + len(definition.description) + 24
     properties = definition.input_schema.get("properties")
     if isinstance(properties, dict):
         for key, schema in properties.items():
             chars += 2 * len(key) + 16 + _schema_chars(schema)
-    with _STUB_CHARS_LOCK:
-        _STUB_CHARS[id(definition)] = (definition, chars)
-        while len(_STUB_CHARS) > _STUB_CHARS_ENTRIES:
-            del _STUB_CHARS[next(iter(_STUB_CHARS))]
-    return chars
+    return _STUB_CHARS.put((definition,), chars)
 
 
 def _schema_chars(schema: object) -> int:

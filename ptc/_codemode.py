@@ -42,7 +42,6 @@ from ._layers import Mode
 from ._pauses import Pauses
 from ._preflight import PreflightError, check_program
 from ._prompt import (
-    RUN_CODE,
     RUN_CODE_INPUT_SCHEMA,
     RUN_CODE_OUTPUT_SCHEMA,
     render_run_code,
@@ -58,7 +57,7 @@ from ._scopes import Scope
 from ._sdks import SdkBuilder, SdkRequest, default_cache_dir
 from ._session_runs import take_session_call
 from ._suspensions import Suspension, SuspensionStore
-from ._tools import Output, ToolContext, ToolDefinition, define_tool
+from ._tools import RUN_CODE, Output, ToolContext, ToolDefinition, define_tool
 
 __all__ = ("CodeMode", "render_run_code")
 

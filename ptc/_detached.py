@@ -2,7 +2,7 @@
 
 A task group makes its host wait for every child; a ``run_code`` that must return at its
 wall-clock deadline cannot wait for a nested tool that shields itself from cancellation,
-and ``ToolRuntime.aclose()`` must not exit a task group from inside a different cancel
+and ``ToolRuntime.close()`` must not exit a task group from inside a different cancel
 scope than the one that entered it. :func:`start_detached` runs a coroutine function in a
 task of its own (asyncio: ``loop.create_task``, a reference kept until it ends; trio: a
 system task) inside a cancel scope the starter can cancel, and sets an event when it ends.

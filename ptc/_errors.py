@@ -17,6 +17,8 @@ PtcError                    root of everything ptc raises on purpose
  │                          another scope, a stored state that fails its binding (refused)
  ├── UsageError             (TypeError) an argument of the wrong kind: a listener that is not
  │                          callable, ``Accept(content=..., value=...)``
+ ├── SearchUnavailable      (RuntimeError) ``search_tools`` cannot rank: this Python's
+ │                          ``sqlite3`` lacks FTS5
  └── ClosedError            (RuntimeError) the runtime or the scope is closed
 ```
 
@@ -39,6 +41,7 @@ __all__ = (
     "PtcError",
     "SchemaError",
     "ScopeError",
+    "SearchUnavailable",
     "SessionError",
     "SuspensionError",
     "UsageError",
@@ -90,6 +93,12 @@ class SessionError(PtcError, ValueError):
 
 class UsageError(PtcError, TypeError):
     """An argument of the wrong kind was passed to a ptc API."""
+
+
+class SearchUnavailable(PtcError, RuntimeError):
+    """Tool search cannot run here: this Python's ``sqlite3`` was built without FTS5 (never
+    seen on a current build). ``scope.search_tools`` raises it; a program's
+    ``catalog.search`` gets it as a failed call."""
 
 
 class ClosedError(PtcError, RuntimeError):

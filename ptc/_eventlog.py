@@ -53,6 +53,8 @@ class EventLog:
         return Disposer(detach)
 
     def close(self) -> None:
+        """Close the log's file (records written so far stay); the listeners stay attached
+        until their disposer is called. Idempotent."""
         with self._lock:
             if self._file is not None:
                 self._file.close()

@@ -53,8 +53,10 @@ __all__ = (
     "PreExecuteListener",
     "ResultListener",
     "describe",
+    "remove_identical",
     "emit",
     "logger",
+    "only_call",
     "run_waterfall",
 )
 
@@ -128,12 +130,32 @@ class Disposer:
 
     @property
     def disposed(self) -> bool:
+        """Whether it was called: the registration is undone (calling it again does nothing)."""
         return self._undo is None
 
     def __call__(self) -> None:
         undo, self._undo = self._undo, None
         if undo is not None:
             undo()
+
+
+def only_call(call_id: str, listener: OutputListener) -> OutputListener:
+    """``listener`` for the ``code/output`` chunks of the ``run_code`` call ``call_id``
+    only (what ``scope.on_output`` registers)."""
+
+    def of_the_call(chunk: Mapping[str, str]) -> object:
+        return listener(chunk) if chunk["call_id"] == call_id else None
+
+    return of_the_call
+
+
+def remove_identical(items: list[Any], item: object) -> None:
+    """Remove ``item`` itself (not an equal one) from ``items``, if it is there: what a
+    :class:`Disposer` of a list entry undoes."""
+    for index, existing in enumerate(items):
+        if existing is item:
+            del items[index]
+            return
 
 
 class ListenerError(PtcError):
@@ -188,10 +210,6 @@ class Listeners:
         for event, entries in self._entries.items():
             if any(e.scope is scope for e in entries):
                 self._entries[event] = [e for e in entries if e.scope is not scope]
-
-    def count_scoped(self, scope: object) -> int:
-        """How many listeners are registered for exactly ``scope``."""
-        return sum(e.scope is scope for entries in self._entries.values() for e in entries)
 
     def _remove(self, event: str, entry: _Entry) -> None:
         self._entries[event] = [e for e in self._entries[event] if e is not entry]

@@ -16,6 +16,7 @@ from worker import CallReply, CallRequest
 
 from ._catalog import Catalog, CatalogEntry
 from ._discovery import ScopeSdks, native_names
+from ._errors import SearchUnavailable
 from ._run import HostOperations
 from ._scopes import Scope
 from ._sdks import SdkRequest
@@ -49,9 +50,12 @@ class CatalogOperations(HostOperations):
         if call.tool == "catalog:search":
             query, limit = arguments["query"], arguments["limit"]
             assert isinstance(query, str) and isinstance(limit, int)  # checked by the frame
-            hits = await anyio.to_thread.run_sync(
-                lambda: catalog.search(query, limit, visible=visible), abandon_on_cancel=True
-            )
+            try:
+                hits = await anyio.to_thread.run_sync(
+                    lambda: catalog.search(query, limit, visible=visible), abandon_on_cancel=True
+                )
+            except SearchUnavailable as exc:  # the program reads it as a failed call
+                return CallReply.failure("TOOL_UNAVAILABLE", str(exc))
             return CallReply.success([hit.as_json() for hit in hits])
         idents = arguments["idents"]
         assert isinstance(idents, list)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn, SupportsIndex, TypeAlias, cast
+from typing import Any, NoReturn, SupportsIndex, TypeAlias, cast, overload
 
 from ._errors import NotJSONError
 
@@ -27,6 +27,7 @@ tuples, NaN and other non-JSON values are refused there (``INVALID_ARGS``, ``Not
 
 
 def _readonly(self: object, *args: object, **kwargs: object) -> NoReturn:
+    """Frozen JSON is read-only: this mutating method raises ``TypeError``."""
     raise TypeError(f"{type(self).__name__} is read-only")
 
 
@@ -165,8 +166,15 @@ def freeze_object(value: object, path: str = "$") -> FrozenDict:
     return frozen
 
 
+@overload
+def thaw(value: Mapping[str, object]) -> dict[str, JSON]: ...
+@overload
+def thaw(value: object) -> JSON: ...
+
+
 def thaw(value: object) -> JSON:
-    """Return a plain, mutable, independent deep copy of a (possibly frozen) JSON value."""
+    """A plain, mutable, independent deep copy of a (possibly frozen) JSON value: what a
+    library that wants plain ``dict``/``list`` gets (tuples become lists)."""
     if isinstance(value, Mapping):
         return {str(key): thaw(item) for key, item in value.items()}
     if isinstance(value, list | tuple):

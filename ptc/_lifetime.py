@@ -15,7 +15,7 @@ from typing import Any, TypeAlias
 from anyio.abc import TaskGroup, TaskStatus
 
 from ._errors import ClosedError, UsageError
-from ._events import Disposer, describe, logger
+from ._events import Disposer, describe, logger, remove_identical
 
 __all__ = ("CloseHook", "Lifetime")
 
@@ -52,6 +52,7 @@ class Lifetime:
 
     @property
     def closed(self) -> bool:
+        """Whether the runtime closed: no task can start and no hook can be added any more."""
         return self._closed
 
     def on_close(self, hook: CloseHook) -> Disposer:
@@ -62,14 +63,7 @@ class Lifetime:
             raise ClosedError("the runtime is closed")
         hooks = self._hooks
         hooks.append(hook)
-
-        def undo() -> None:
-            for index, existing in enumerate(hooks):
-                if existing is hook:
-                    del hooks[index]
-                    return
-
-        return Disposer(undo)
+        return Disposer(lambda: remove_identical(hooks, hook))
 
     async def start(self, fn: Callable[..., Awaitable[object]], *, name: str | None = None) -> Any:
         """Run ``fn(task_status=...)`` in the runtime's task group, as
@@ -100,8 +94,9 @@ class Lifetime:
         """The runtime entered: background tasks run in ``group``."""
         self._group = group
 
-    async def aclose(self) -> None:
-        """Run the close hooks, last registered first. Idempotent."""
+    async def close(self) -> None:
+        """Run the close hooks, last registered first (the runtime's ``close()`` does).
+        Idempotent; a hook's exception is logged, never raised."""
         if self._closed:
             return
         self._closed = True
@@ -115,4 +110,5 @@ class Lifetime:
                 logger.exception("close hook %s failed", describe(hook))
 
     def detach(self) -> None:
+        """The runtime left its task group: :meth:`start` refuses from now on."""
         self._group = None

@@ -22,13 +22,12 @@ from ._decisions import ApprovalAnswer
 from ._errors import ClosedError, SessionError, SuspensionError, UsageError
 from ._events import logger
 from ._json import JSON, FrozenDict, thaw
-from ._prompt import RUN_CODE
 from ._replay import Replay, RunSuspended
 from ._results import ToolResult, error_result
 from ._scopes import Scope
 from ._session import Session
 from ._suspensions import Suspension, SuspensionStore, new_token
-from ._tools import ToolContext, ToolExecution
+from ._tools import RUN_CODE, ToolContext, ToolExecution
 
 __all__ = ("Pauses", "suspended_failure")
 

@@ -38,7 +38,7 @@ from ._policy import ABORTED_BEFORE_DISPATCH, Guard, Refusal, decide, post_execu
 from ._results import ErrorCode, ToolResult, error_result
 from ._schema import drop_optional_nulls
 from ._signals import CancelSignal
-from ._tools import RESERVED_NAME, ExecutionToken, ScopeRef, ToolDefinition, ToolExecution
+from ._tools import RUN_CODE, ExecutionToken, ScopeRef, ToolDefinition, ToolExecution
 
 __all__ = ("Call", "CallSite", "Unstarted", "aborted_before_dispatch", "new_call_id")
 
@@ -131,18 +131,24 @@ class Call:
             call.end("INVALID_ARGS", f"invalid arguments for `{name}`: {problem}")
             return call
         definition = site.visible.get(name)
-        if definition is None:
+        if definition is None and name == RUN_CODE:
+            call.end(
+                "UNKNOWN_TOOL",
+                f"unknown tool `{name}`: this scope presents its tools natively; call"
+                f' `present_as("code")` (or `"both"`) on it to offer `{name}`',
+            )
+        elif definition is None:
             call.end("UNKNOWN_TOOL", f"unknown tool `{name}`")
-        elif name == RESERVED_NAME and parent is not None:
-            call.end("UNKNOWN_TOOL", f"`{RESERVED_NAME}` cannot be called from inside a program")
-        elif parent is None and name != RESERVED_NAME and site.collapse:
+        elif name == RUN_CODE and parent is not None:
+            call.end("UNKNOWN_TOOL", f"`{RUN_CODE}` cannot be called from inside a program")
+        elif parent is None and name != RUN_CODE and site.collapse:
             if signal is not None and signal.cancelled:
                 call.end(ABORTED_BEFORE_DISPATCH.code, ABORTED_BEFORE_DISPATCH.message)
             else:
                 call.end(
                     "UNKNOWN_TOOL",
-                    f"unknown tool `{name}`: only `{RESERVED_NAME}` is callable directly"
-                    f" — call `{name}` from inside a `{RESERVED_NAME}` program instead",
+                    f"unknown tool `{name}`: only `{RUN_CODE}` is callable directly"
+                    f" — call `{name}` from inside a `{RUN_CODE}` program instead",
                 )
         else:
             call.definition = definition
@@ -183,7 +189,7 @@ class Call:
     def parallel(self) -> bool:
         """Fail-closed classification, asked after argument validation: exactly ``True``."""
         definition = self.definition
-        if self.final or definition is None or definition.name == RESERVED_NAME:
+        if self.final or definition is None or definition.name == RUN_CODE:
             return False
         safe = definition.concurrency_safe
         if safe is None or isinstance(safe, bool):

@@ -13,9 +13,9 @@ from worker import MAX_PROGRAM_BYTES, Limits
 
 from ._json import JSON
 from ._results import ContentBlock
+from ._tools import RUN_CODE as RUN_CODE  # re-exported: _discovery reads it here
 
-RUN_CODE = "run_code"
-_NO_OUTPUT = "(run_code completed with no output)"
+_NO_OUTPUT = f"({RUN_CODE} completed with no output)"
 
 RUN_CODE_INPUT_SCHEMA: Mapping[str, Any] = {
     "type": "object",

@@ -22,7 +22,7 @@ import anyio.lowlevel
 
 from ._discovery import ScopeSdks, native_tools
 from ._layers import Mode
-from ._scopes import Scope, lineage, subtree
+from ._scopes import Scope
 from ._sdks import SdkRequest
 from ._tools import ToolDefinition
 
@@ -66,7 +66,7 @@ class Rebuilds:
     def _code_mode_in_use(self, scope: Scope) -> bool:
         if self._default_mode != "native":
             return True
-        related = (*lineage(scope), *subtree(scope))
+        related = (*scope.lineage, *_subtree(scope))
         return any(s.declared_mode not in (None, "native") for s in related)
 
     def _debounce(self, token: anyio.lowlevel.EventLoopToken) -> None:
@@ -91,7 +91,7 @@ class Rebuilds:
         seen: set[int] = set()
         batches = []
         for changed in dirty:
-            for scope in subtree(changed):
+            for scope in _subtree(changed):
                 if id(scope) in seen or scope.closed:
                     continue
                 seen.add(id(scope))
@@ -101,3 +101,13 @@ class Rebuilds:
                     requests = self._sdks.requests_of(scope, definitions)
                     batches += [(definitions, request) for request in requests]
         return batches
+
+
+def _subtree(scope: Scope) -> list[Scope]:
+    """``scope`` and all its open descendants."""
+    found = [scope]
+    index = 0
+    while index < len(found):
+        found.extend(found[index].children)
+        index += 1
+    return found

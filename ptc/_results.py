@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal, TypeAlias, cast, get_args
 
-from ._json import EMPTY, JSON, FrozenDict, FrozenList, JSONLike, freeze, freeze_object
+from ._json import EMPTY, JSON, FrozenDict, FrozenList, JSONLike, freeze, freeze_object, thaw
 
 DecisionCode: TypeAlias = Literal[
     "UNKNOWN_TOOL",
@@ -71,6 +71,22 @@ class ToolResult:
         """The text blocks of ``content`` joined by newlines (what a text-only tool result
         in a framework shows the model; images and other blocks are left out)."""
         return text_of(self.content)
+
+    def as_json(self) -> dict[str, JSON]:
+        """The whole result as plain, mutable JSON (a copy): ``call_id``, ``name``,
+        ``is_error``, ``content``, ``value``, ``error`` (``{code, message}`` or ``None``),
+        ``meta``, ``additional_contexts`` (what ``ptc run --json`` prints)."""
+        error = self.error
+        return {
+            "call_id": self.call_id,
+            "name": self.name,
+            "is_error": self.is_error,
+            "content": thaw(self.content),
+            "value": thaw(self.value),
+            "error": None if error is None else {"code": error.code, "message": error.message},
+            "meta": thaw(self.meta),
+            "additional_contexts": thaw(self.additional_contexts),
+        }
 
 
 def error_content(message: str) -> Sequence[ContentBlock]:

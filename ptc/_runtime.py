@@ -36,7 +36,7 @@ from ._layers import MODES, Mode
 from ._lifetime import CloseHook, Lifetime
 from ._presentation import check_code_options
 from ._scope_tree import ScopeTree
-from ._scopes import ChangeListener, Scope, lineage
+from ._scopes import ChangeListener, Scope
 from ._session_runs import SessionKeepers
 from ._session_store import MemorySessionStore, SessionStore
 from ._suspensions import SuspensionStore
@@ -119,22 +119,27 @@ class ToolRuntime:
 
     @property
     def default_mode(self) -> Mode:
+        """The mode a scope presents as unless it or an ancestor declares one."""
         return self._tree.default_mode
 
     @property
     def approver(self) -> Approver | None:
+        """What answers ``Ask`` decisions; ``None``: every ask is ``ASK_UNAVAILABLE``."""
         return self._tree.approver
 
     @property
     def profile(self) -> Profile:
+        """The language profile code mode uses unless a scope declares one."""
         return self._tree.profile
 
     @property
     def limits(self) -> Limits:
+        """The run limits code mode uses unless a scope declares its own."""
         return self._tree.limits
 
     @property
     def containment(self) -> Containment:
+        """What every run's containment must achieve (``require``) and the pool's size."""
         return self._containment
 
     @property
@@ -149,10 +154,12 @@ class ToolRuntime:
 
     @property
     def max_parallel_calls(self) -> int:
+        """How many parallel-safe bodies one batch runs at once."""
         return self._tree.max_parallel_calls
 
     @property
     def closed(self) -> bool:
+        """Whether :meth:`close` ran (or began)."""
         return self._closed
 
     @property
@@ -259,7 +266,7 @@ class ToolRuntime:
             self._code_mode.on_change(scope)
         except Exception:
             logger.exception("code mode failed to handle a tools/change")
-        for listener in self._tree.listeners.for_chain(CHANGE, lineage(scope)):
+        for listener in self._tree.listeners.for_chain(CHANGE, scope.lineage):
             try:
                 out = listener(scope)
             except Exception:
@@ -270,7 +277,7 @@ class ToolRuntime:
 
     def _spawn(self, awaitable: Awaitable[object], listener: AnyListener) -> None:
         # Changes happen in sync code; a coroutine listener runs in a task of its own that
-        # aclose() waits for (detached, so closing works from any task or nesting).
+        # close() waits for (detached, so closing works from any task or nesting).
         if not self._entered or self._closed:
             if inspect.iscoroutine(awaitable):
                 awaitable.close()
@@ -311,12 +318,13 @@ class ToolRuntime:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.aclose()
+        await self.close()
 
-    async def aclose(self) -> None:
+    async def close(self) -> None:
         """Close code mode (workers, pools), run the close hooks (``on_close``), then stop
         background tasks and wait for pending change listeners. Idempotent, and callable
-        from any task, inside or outside ``async with runtime``."""
+        from any task, inside or outside ``async with runtime`` (which calls it on exit).
+        Never raises for a hook's failure (it is logged)."""
         if self._closed:
             return
         self._closed = True
@@ -324,7 +332,7 @@ class ToolRuntime:
             try:
                 await self._code_mode.aclose()
             finally:
-                await self._lifetime.aclose()
+                await self._lifetime.close()
         finally:
             self._lifetime.detach()
             host, self._lifetime_host = self._lifetime_host, None

@@ -32,6 +32,8 @@ from ._events import (
     PostExecuteListener,
     PreExecuteListener,
     ResultListener,
+    only_call,
+    remove_identical,
 )
 from ._json import JSON, JSONLike
 from ._layers import (
@@ -56,9 +58,9 @@ from ._scope_code import ScopeCodeMode
 from ._scope_tree import ScopeTree
 from ._session import DEFAULT_TTL, Session, open_session
 from ._signals import CancelSignal
-from ._tools import RESERVED_NAME, ToolDefinition
+from ._tools import RUN_CODE, ToolDefinition
 
-__all__ = ("ChangeListener", "Scope", "call_site", "lineage", "subtree")
+__all__ = ("ChangeListener", "Scope", "call_site")
 
 ChangeListener: TypeAlias = "Callable[[Scope], object]"
 """A ``tools/change`` listener: a plain function or a coroutine function of the scope."""
@@ -87,10 +89,12 @@ class Scope(ScopeCodeMode):
 
     @property
     def name(self) -> str:
+        """The name this scope was created with (``"root"`` for the root)."""
         return self._name
 
     @property
     def parent(self) -> Scope | None:
+        """The scope this one was created from; ``None`` for the root."""
         return self._parent
 
     @property
@@ -99,12 +103,19 @@ class Scope(ScopeCodeMode):
         return "/".join(s._name for s in self._chain)
 
     @property
+    def lineage(self) -> tuple[Scope, ...]:
+        """This scope and its ancestors, root first: the scopes whose changes change what
+        this one sees (its ``tools/change`` listeners see them all)."""
+        return self._chain
+
+    @property
     def children(self) -> tuple[Scope, ...]:
         """The open child scopes, in creation order."""
         return tuple(self._children.values())
 
     @property
     def closed(self) -> bool:
+        """Whether :meth:`close` ended this scope (the root is emptied, never closed)."""
         return self._closed
 
     @property
@@ -174,8 +185,8 @@ class Scope(ScopeCodeMode):
             raise UsageError("register() takes a ToolDefinition (see define_tool / @tool)")
         name = definition.name
         tools = self._layer.tools
-        if name == RESERVED_NAME:
-            raise ScopeError(f"`{RESERVED_NAME}` is reserved and cannot be registered")
+        if name == RUN_CODE:
+            raise ScopeError(f"`{RUN_CODE}` is reserved and cannot be registered")
         if name in tools:
             raise ScopeError(f"tool {name!r} is already registered in {self!r}")
         tools[name] = definition
@@ -214,8 +225,8 @@ class Scope(ScopeCodeMode):
         allowed = None if allow is None else names_of(allow, "allow")
         denied = names_of(deny or (), "deny")
         named = (allowed or frozenset()) | denied
-        if RESERVED_NAME in named:
-            raise ScopeError(f"`{RESERVED_NAME}` cannot be restricted")
+        if RUN_CODE in named:
+            raise ScopeError(f"`{RUN_CODE}` cannot be restricted")
         restrictable = self.view().restrictable_names
         unknown = sorted(named - restrictable)
         if unknown:
@@ -226,7 +237,7 @@ class Scope(ScopeCodeMode):
         restriction = Restriction(allowed, denied)
         restrictions = self._layer.restrictions
         restrictions.append(restriction)
-        disposer = self._track(lambda: _remove(restrictions, restriction))
+        disposer = self._track(lambda: remove_identical(restrictions, restriction))
         self._changed()
         return disposer
 
@@ -237,7 +248,7 @@ class Scope(ScopeCodeMode):
             raise UsageError("guard() takes a callable")
         guards = self._layer.guards
         guards.append(fn)
-        disposer = self._track(lambda: _remove(guards, fn))
+        disposer = self._track(lambda: remove_identical(guards, fn))
         self._changed()
         return disposer
 
@@ -264,6 +275,11 @@ class Scope(ScopeCodeMode):
         """Listen to ``event`` for this scope and its descendants (see ``ToolRuntime.on``)."""
         return self._tree.listeners.add(event, listener, self)
 
+    def on_output(self, call_id: str, listener: OutputListener) -> Disposer:
+        """``on("code/output", listener)`` for one ``run_code`` call: ``listener`` gets the
+        chunks of the run whose call id is ``call_id``, as it prints."""
+        return self.on("code/output", only_call(call_id, listener))
+
     def present_as(
         self,
         mode: Mode,
@@ -274,11 +290,16 @@ class Scope(ScopeCodeMode):
         inline_tokens: int | None = None,
         pin: Iterable[str] | None = None,
     ) -> None:
-        """Declare the presentation mode (and code options) for this scope and its subtree.
+        """Declare how this scope and its subtree present their tools to the model.
 
-        ``discovery`` (``"auto"`` by default), ``inline_tokens`` (6000) and ``pin``: how
-        ``run_code``'s description shows the tools (see :class:`ptc.Discovery`); each
-        option, like ``profile`` and ``limits``, is inherited unless declared nearer."""
+        ``mode``: ``"native"`` (the tools themselves), ``"code"`` (only ``run_code``: the
+        tools are called from its programs; a direct call of one is ``UNKNOWN_TOOL``) or
+        ``"both"`` (the tools and ``run_code``). Once per scope (a second call raises
+        ``ScopeError``; not on the root: ``ToolRuntime(default_mode=...)``); the nearest
+        declaration wins. ``profile`` and ``limits``: the code runs'; ``discovery``
+        (``"auto"`` by default), ``inline_tokens`` (6000) and ``pin``: how ``run_code``'s
+        description shows the tools (see :class:`ptc.Discovery`). Each option is inherited
+        unless declared nearer. Returns nothing; a ``tools/change`` follows."""
         self._check_open()
         if self._parent is None:
             raise ScopeError("present_as() is per scope; set ToolRuntime(default_mode=...)")
@@ -326,7 +347,7 @@ class Scope(ScopeCodeMode):
         if mode != "native":
             # Code mode sees the native tools only: run_code's SDK is built from them.
             natives = MappingProxyType(dict(visible))
-            visible[RESERVED_NAME] = tree.code_mode_hooks().run_code_tool(self, natives)
+            visible[RUN_CODE] = tree.code_mode_hooks().run_code_tool(self, natives)
         frozen = MappingProxyType(visible)
         view = ToolView(
             visible=frozen,
@@ -364,7 +385,7 @@ class Scope(ScopeCodeMode):
             self._tree.code_mode_hooks().ensure_ready(self)
         visible = self.view().visible
         if mode == "code":
-            visible = {k: v for k, v in visible.items() if k == RESERVED_NAME}
+            visible = {k: v for k, v in visible.items() if k == RUN_CODE}
         return [model_spec(d, format, strict=strict) for d in visible.values()]
 
     # -- calling ------------------------------------------------------------------------
@@ -396,11 +417,15 @@ class Scope(ScopeCodeMode):
         call_id: str | None = None,
         signal: CancelSignal | None = None,
     ) -> ToolResult:
-        """``call("run_code", {"code": code, "description": description?})``."""
+        """Run ``code`` as a model's ``run_code`` call would: ``call("run_code", {"code":
+        code, "description": description?})``. Never raises: the result's value is
+        ``{result, stdout}``, a failed run is ``CODE_RUN_FAILED`` (its kind in the message),
+        and a scope whose mode is ``native`` answers ``UNKNOWN_TOOL`` (declare
+        ``present_as("code")`` or ``"both"`` first)."""
         arguments: dict[str, JSON] = {"code": code}
         if description:
             arguments["description"] = description
-        return await self.call(RESERVED_NAME, arguments, call_id=call_id, signal=signal)
+        return await self.call(RUN_CODE, arguments, call_id=call_id, signal=signal)
 
     def session(
         self,
@@ -411,40 +436,12 @@ class Scope(ScopeCodeMode):
     ) -> Session:
         """A new :class:`ptc.Session` (``run_code`` keeping globals and files between runs),
         or ``id`` of this scope reopened (``create=True``: started if gone); ``open_session``."""
-        return open_session(
-            self,
-            self._tree.sessions,
-            site=lambda: self._resolved()[1],
-            listeners=self._tree.listeners,
-            id=id,
-            ttl_seconds=ttl_seconds,
-            create=create,
-        )
+        tree, site = self._tree, lambda: self._resolved()[1]
+        return open_session(self, tree.sessions, site=site, listeners=tree.listeners, id=id,
+                            ttl_seconds=ttl_seconds, create=create)  # fmt: skip
 
 
 def call_site(scope: Scope) -> CallSite:
     """The scope's current :class:`CallSite` (code mode dispatches nested calls with it,
     so visibility is re-checked at dispatch time)."""
     return scope._resolved()[1]
-
-
-def lineage(scope: Scope) -> tuple[Scope, ...]:
-    """``scope`` and its ancestors, root first."""
-    return scope._chain
-
-
-def subtree(scope: Scope) -> list[Scope]:
-    """``scope`` and all its open descendants."""
-    found = [scope]
-    index = 0
-    while index < len(found):
-        found.extend(found[index].children)
-        index += 1
-    return found
-
-
-def _remove(items: list[Any], item: object) -> None:
-    for index, existing in enumerate(items):
-        if existing is item:
-            del items[index]
-            return

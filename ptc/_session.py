@@ -23,7 +23,7 @@ from worker import Limits, Profile
 
 from ._decisions import ApprovalAnswer
 from ._errors import ClosedError, SessionError, UsageError
-from ._events import AnyListener, Disposer, Event, Listeners
+from ._events import AnyListener, Disposer, Event, Listeners, OutputListener, only_call
 from ._json import JSON, FrozenDict, JSONLike
 from ._layers import Mode, ModelFormat, ToolView, model_spec
 from ._pipeline import Call, CallSite
@@ -41,7 +41,7 @@ from ._session_store import DEFAULT_SESSION_TTL_SECONDS as DEFAULT_TTL
 from ._session_store import SessionRecord, check_ttl, new_session_id
 from ._signals import CancelSignal
 from ._suspensions import Suspension
-from ._tools import RESERVED_NAME, ToolContext, ToolDefinition
+from ._tools import RUN_CODE, ToolContext, ToolDefinition
 
 __all__ = ("DEFAULT_TTL", "SESSION_INPUT_SCHEMA", "Session", "SessionScope", "open_session")
 
@@ -84,6 +84,8 @@ class SessionScope(Protocol):
     def closed(self) -> bool: ...
     @property
     def parent(self) -> SessionScope | None: ...
+    @property
+    def lineage(self) -> Sequence[SessionScope]: ...
     def code_options(self) -> tuple[Mode, Profile, Limits]: ...
     def on(self, event: Any, listener: Any) -> Disposer: ...
     def model_tools(
@@ -127,6 +129,7 @@ class Session:
 
     @property
     def scope(self) -> SessionScope:
+        """The scope this session is a view of."""
         return self._scope
 
     @property
@@ -136,6 +139,7 @@ class Session:
 
     @property
     def parent(self) -> SessionScope | None:
+        """The scope's parent (``None`` for the root)."""
         return self._scope.parent
 
     @property
@@ -148,11 +152,11 @@ class Session:
 
     def _call_site(self) -> CallSite:
         site = self._site()
-        base = site.visible.get(RESERVED_NAME)
+        base = site.visible.get(RUN_CODE)
         if base is None:
             return site
         visible = dict(site.visible)
-        visible[RESERVED_NAME] = self._run_code_tool(base)
+        visible[RUN_CODE] = self._run_code_tool(base)
         return replace(site, visible=MappingProxyType(visible))
 
     def _run_code_tool(self, base: ToolDefinition) -> ToolDefinition:
@@ -183,6 +187,7 @@ class Session:
         return tool
 
     def code_options(self) -> tuple[Mode, Profile, Limits]:
+        """The scope's ``(mode, profile, limits)``."""
         return self._scope.code_options()
 
     def view(self) -> ToolView:
@@ -197,21 +202,27 @@ class Session:
         """The scope's model tools, ``run_code`` as the session's (see ``Scope.model_tools``)."""
         specs = self._scope.model_tools(format, strict=strict)
         site = self._call_site()
-        tool = site.visible.get(RESERVED_NAME)
+        tool = site.visible.get(RUN_CODE)
         if tool is None:
             return specs
         session_spec = model_spec(tool, format, strict=strict)
-        return [session_spec if _spec_name(s) == RESERVED_NAME else s for s in specs]
+        return [session_spec if _spec_name(s) == RUN_CODE else s for s in specs]
 
     def sdk(self, tools: Iterable[str] | None = None) -> str:
+        """The scope's SDK text (or the stub of ``tools``), as ``Scope.sdk``."""
         return self._scope.sdk(tools)
 
     async def prepare(self) -> None:
+        """The scope's ``prepare()``."""
         await self._scope.prepare()
 
     def on(self, event: Event, listener: AnyListener) -> Disposer:
         """Listen to ``event`` on the scope (see ``Scope.on``)."""
         return self._listeners.add(event, listener, self._scope)
+
+    def on_output(self, call_id: str, listener: OutputListener) -> Disposer:
+        """The output of one ``run_code`` call as it prints (see ``Scope.on_output``)."""
+        return self.on("code/output", only_call(call_id, listener))
 
     async def call(
         self,
@@ -224,7 +235,7 @@ class Session:
         """``Scope.call``; ``run_code`` runs on this session (``SESSION_EXPIRED`` once it
         is closed, expired or evicted: a result, never an exception)."""
         call = Call.create(self._call_site(), name, arguments, call_id=call_id, signal=signal)
-        if name != RESERVED_NAME:
+        if name != RUN_CODE:
             return await call.run()
         ticket = self._keeper.ticket()  # its place in line: taken now, in call order
         token = called_with_ticket(ticket)
@@ -258,9 +269,10 @@ class Session:
             arguments["description"] = description
         if reset:
             arguments["reset"] = True
-        return await self.call(RESERVED_NAME, arguments, call_id=call_id, signal=signal)
+        return await self.call(RUN_CODE, arguments, call_id=call_id, signal=signal)
 
     def suspension(self, call_id: str) -> Suspension | None:
+        """The scope's paused run with this call id, or ``None``."""
         return self._scope.suspension(call_id)
 
     async def resume(self, call_id_or_token: str, answer: ApprovalAnswer) -> ToolResult:
@@ -269,6 +281,7 @@ class Session:
         return await self._scope.resume(call_id_or_token, answer)
 
     async def discard_suspension(self, call_id_or_token: str) -> Suspension:
+        """Drop the scope's paused run (see ``Scope.discard_suspension``); returns it."""
         return await self._scope.discard_suspension(call_id_or_token)
 
     # -- the session's own --------------------------------------------------------------

@@ -102,10 +102,12 @@ class SessionRecord:
 
     @property
     def key(self) -> SessionKey:
+        """``(scope_path, id)``: where a store files the record."""
         return (self.scope_path, self.id)
 
     @property
     def expires_at(self) -> float:
+        """When the session expires unless used again (``time.time()`` seconds)."""
         return self.used_at + self.ttl_seconds
 
     def binding(self) -> bytes:
@@ -170,6 +172,8 @@ class SessionStore:
     # -- binding ------------------------------------------------------------------------
 
     def sign(self, record: SessionRecord) -> SessionRecord:
+        """``record`` with its MAC: the binding of its state to its id, version, scope,
+        profile and the ptc and Python versions, under this store's key."""
         mac = hmac.new(self._key, record.binding(), hashlib.sha256).hexdigest()
         return replace(record, mac=mac)
 

@@ -30,10 +30,12 @@ class CancelSignal:
 
     @property
     def cancelled(self) -> bool:
+        """Whether :meth:`cancel` was called (it stays ``True``)."""
         return self._cancelled
 
     @property
     def reason(self) -> object:
+        """What :meth:`cancel` was given (``None`` before, or when it was given none)."""
         return self._reason
 
     def cancel(self, reason: object = None) -> None:

@@ -99,6 +99,7 @@ class Suspension:
     resumes on that session, and commits only if the session is still at that version."""
 
     def as_json(self) -> dict[str, Any]:
+        """The record as plain JSON (what a :class:`FileSuspensionStore` writes)."""
         data = asdict(self)
         data["calls"] = [asdict(c) for c in self.calls]
         return data

@@ -24,7 +24,7 @@ from ._signals import CancelSignal
 
 __all__ = (
     "NAME_PATTERN",
-    "RESERVED_NAME",
+    "RUN_CODE",
     "Classifier",
     "Execute",
     "ExecutionToken",
@@ -40,7 +40,9 @@ __all__ = (
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")  # 128: MCP's limit
 """Check names with ``NAME_PATTERN.fullmatch``: ``match`` accepts a trailing newline."""
-RESERVED_NAME = "run_code"
+RUN_CODE = "run_code"
+"""The one tool no layer holds: code mode's (reserved: it cannot be registered, restricted
+or called from inside a program)."""
 
 Render: TypeAlias = Callable[[JSON], Sequence[ContentBlock]]
 """``render(value) -> content``: pure; turns a tool's canonical value into content blocks."""
@@ -57,10 +59,14 @@ class ScopeRef(Protocol):
     """
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The scope's name."""
+        ...
 
     @property
-    def path(self) -> str: ...
+    def path(self) -> str:
+        """The names from the root down, joined by ``/``."""
+        ...
 
     async def call(
         self,
@@ -69,7 +75,10 @@ class ScopeRef(Protocol):
         *,
         call_id: str | None = None,
         signal: CancelSignal | None = None,
-    ) -> ToolResult: ...
+    ) -> ToolResult:
+        """``Scope.call``: one call through the pipeline, never raising for policy or tool
+        failures."""
+        ...
 
 
 class ExecutionToken:

@@ -17,6 +17,7 @@ from ._child._source import parse_program as parse_program
 from ._child._source import program_size_problem as program_size_problem
 from ._errors import ProtocolError as ProtocolError
 from ._errors import WorkerError as WorkerError
+from ._json_bytes import JsonValues as JsonValues
 from ._messages import HOST_OPERATION_MARK as HOST_OPERATION_MARK
 from ._messages import HOST_OPERATIONS as HOST_OPERATIONS
 from ._output import OutputCapture as OutputCapture
@@ -28,12 +29,12 @@ from ._types import FAILURE_KINDS as FAILURE_KINDS
 from ._types import SESSION_SAVED_KINDS as SESSION_SAVED_KINDS
 from ._types import CallReply as CallReply
 from ._types import CallRequest as CallRequest
+from ._types import CapturedOutput as CapturedOutput
 from ._types import Containment as Containment
 from ._types import Dimension as Dimension
 from ._types import Enforcement as Enforcement
 from ._types import FailureKind as FailureKind
 from ._types import Limits as Limits
-from ._types import Output as Output
 from ._types import Profile as Profile
 from ._types import RunOutcome as RunOutcome
 from ._types import RunRequest as RunRequest
@@ -52,13 +53,14 @@ __all__ = (
     "CallReply",
     "CallRequest",
     "CallStarter",
+    "CapturedOutput",
     "CompileFailure",
     "Containment",
     "Dimension",
     "Enforcement",
     "FailureKind",
+    "JsonValues",
     "Limits",
-    "Output",
     "OutputCapture",
     "Profile",
     "ProtocolError",

@@ -37,7 +37,9 @@ class CallBatch(Protocol):
     """A batch a program submitted, handed to :meth:`CallStarter.start` to answer later."""
 
     @property
-    def calls(self) -> Sequence[CallRequest]: ...
+    def calls(self) -> Sequence[CallRequest]:
+        """The batch's calls, in the order the program made them."""
+        ...
 
     async def reply(self, replies: Sequence[CallReply]) -> None:
         """Send the replies, in the order of :attr:`calls` (a no-op once the run ended)."""
@@ -60,7 +62,10 @@ class CallStarter(CallHandler, Protocol):
     ``start``, and answers each batch exactly once through ``reply`` or ``fail``.
     """
 
-    def start(self, batch: CallBatch) -> None: ...
+    def start(self, batch: CallBatch) -> None:
+        """Take ``batch`` and answer it later, from a task of the starter's own, with
+        ``batch.reply`` (or ``batch.fail`` for a host bug); never block here."""
+        ...
 
 
 StdoutListener = Callable[[str], None]

@@ -56,10 +56,12 @@ class SubprocessBackend(WorkerBackend):
 
     @property
     def closed(self) -> bool:
+        """Whether ``aclose()`` ran: ``run`` raises ``WorkerError`` from then on."""
         return self._closed
 
     @property
     def zygote_pid(self) -> int | None:
+        """The zygote's pid while it runs, else ``None``."""
         return self._pool.zygote.pid
 
     @property

@@ -12,7 +12,7 @@ import logging
 import time
 from typing import Any
 
-from ._types import Output
+from ._types import CapturedOutput
 
 
 class OutputCapture:
@@ -30,6 +30,7 @@ class OutputCapture:
 
     @property
     def total_bytes(self) -> int:
+        """Bytes fed so far (UTF-8), kept or not."""
         return self._total
 
     def feed(self, text: str) -> bool:
@@ -48,12 +49,12 @@ class OutputCapture:
                 del self._tail[:excess]
         return self._total <= self._stream_bytes
 
-    def output(self) -> Output:
+    def output(self) -> CapturedOutput:
         """The model-visible text and the truncation facts, as of now."""
         kept = len(self._head) + len(self._tail)
         if kept == self._total:
             text = (bytes(self._head) + bytes(self._tail)).decode("utf-8", "replace")
-            return Output(text=text, total_bytes=self._total, truncated=False)
+            return CapturedOutput(text=text, total_bytes=self._total, truncated=False)
         head = _cut_head(bytes(self._head))
         tail = _cut_tail(bytes(self._tail))
         omitted = self._total - len(head) - len(tail)
@@ -62,7 +63,7 @@ class OutputCapture:
             + f"\n... [{omitted} bytes omitted] ...\n"
             + tail.decode("utf-8", "replace")
         )
-        return Output(text=text, total_bytes=self._total, truncated=True)
+        return CapturedOutput(text=text, total_bytes=self._total, truncated=True)
 
 
 def _is_continuation(byte: int) -> bool:

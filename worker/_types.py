@@ -164,6 +164,8 @@ class Enforcement:
     node: str = ""
 
     def as_json(self) -> dict[str, str]:
+        """``{level, mechanism, gap}`` (and ``node`` when a cluster ran it), as ``meta``
+        carries it."""
         data = {"level": self.level, "mechanism": self.mechanism, "gap": self.gap}
         if self.node:
             data["node"] = self.node
@@ -186,6 +188,8 @@ class RunStats:
     node: str = ""
 
     def as_json(self) -> dict[str, float | int | str | None]:
+        """The stats as ``meta["stats"]`` carries them (``peak_memory_kib`` ``None`` when
+        it could not be measured)."""
         data: dict[str, float | int | str | None] = {
             "wall_ms": self.wall_ms,
             "cpu_ms": self.cpu_ms,
@@ -249,15 +253,17 @@ class CallReply:
 
     @classmethod
     def success(cls, value: JSON) -> CallReply:
+        """The call's value."""
         return cls(ok=True, value=value)
 
     @classmethod
     def failure(cls, code: str, message: str) -> CallReply:
+        """The call failed: an error code (``DENIED``, ``TOOL_ERROR``, ...) and its message."""
         return cls(ok=False, code=code, message=message)
 
 
 @dataclass(frozen=True, kw_only=True)
-class Output:
+class CapturedOutput:
     """What a program printed: the model-visible text and the truncation facts."""
 
     text: str = ""
@@ -280,10 +286,11 @@ class RunOutcome:
     value: JSON = None
     kind: FailureKind | None = None
     detail: str = ""
-    output: Output = field(default_factory=Output)
+    output: CapturedOutput = field(default_factory=CapturedOutput)
     enforcement: Mapping[Dimension, Enforcement] = field(default_factory=dict)
     stats: RunStats = field(default_factory=RunStats)
     session: SessionSave | None = None
 
     def enforcement_json(self) -> dict[str, dict[str, str]]:
+        """The enforcement report as ``meta["enforcement"]`` carries it."""
         return {dim: e.as_json() for dim, e in self.enforcement.items()}

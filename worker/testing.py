@@ -10,7 +10,9 @@ cap), and the wall clock. At the deadline, on ``abort`` or on cancellation it re
 once and *abandons* the thread: the thread is not killed (Python threads cannot be), it
 keeps running until the program's next tool call or print, where it is stopped. CPU and
 memory are not enforced. ``Containment.require`` does not apply: the enforcement report
-says ``none`` for every dimension.
+says ``none`` for every dimension. It raises what a real backend raises: ``WorkerError``
+for a closed backend or a handler that answers the wrong number of calls, and a handler's
+own exception as it is.
 
 **Sessions** (``RunRequest.session``): the fake keeps each saved state *by reference*, in a
 table of this backend, and hands the host a random token as the state's bytes; it never
@@ -53,6 +55,7 @@ from ._child._carry import (
 from ._child._outcome import ProgramResult, ProgramStop
 from ._child._program import run_program
 from ._child._source import program_size_problem
+from ._errors import WorkerError
 from ._framing import json_problem
 from ._output import OutputCapture
 from ._types import (
@@ -106,7 +109,7 @@ class FakeBackend(WorkerBackend):
         started: float | None = None,
     ) -> RunOutcome:
         if self._closed:
-            raise RuntimeError("FakeBackend is closed")
+            raise WorkerError("backend is closed")
         if started is None:
             started = time.monotonic()
         run = _FakeRun(request.limits, anyio.lowlevel.current_token(), on_stdout, self._states)
@@ -209,7 +212,7 @@ class _FakeRun:
         try:
             replies = await on_calls(calls)
             if len(replies) != len(calls):
-                raise RuntimeError(f"on_calls answered {len(replies)} of {len(calls)} calls")
+                raise WorkerError(f"handler returned {len(replies)} replies for {len(calls)}")
         except BaseException as exc:
             if not future.done():
                 future.set_exception(ProgramStop("abort", "the run ended"))

@@ -8,6 +8,7 @@ import importlib
 import importlib.util
 import inspect
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +19,19 @@ from worker import DIMENSIONS, Containment, Dimension
 from .._errors import PtcError
 from .._runtime import ToolRuntime
 
-__all__ = ("CliError", "Parser", "add_require", "call_tools_func", "containment", "load_tools")
+__all__ = (
+    "CliError",
+    "Parser",
+    "add_require",
+    "call_tools_func",
+    "containment",
+    "help_text",
+    "load_tools",
+)
+
+# reST inline markup in a docstring: ``literal`` and :role:`target` (or :role:`~a.target`).
+_LITERAL = re.compile(r"``(.+?)``", re.DOTALL)
+_ROLE = re.compile(r":[a-z]+:`~?(?:[\w.]+\.)?([^`.]+)`")
 
 
 class CliError(PtcError):
@@ -30,6 +43,15 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def help_text(doc: str | None, paragraph: int = 0) -> str | None:
+    """Paragraph ``paragraph`` of a command's docstring as ``--help`` shows it: plain text
+    (reST literals and roles unwrapped), the lines joined for argparse to fill."""
+    if not doc:
+        return None
+    text = doc.strip().split("\n\n")[paragraph]
+    return " ".join(_ROLE.sub(r"\1", _LITERAL.sub(r"\1", text)).split())
 
 
 def load_tools(spec: str) -> Callable[[ToolRuntime], object]:

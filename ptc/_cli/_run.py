@@ -21,13 +21,19 @@ import anyio
 
 from worker import Containment, Limits
 
-from .._json import thaw
 from .._layers import PROFILES
 from .._results import ToolResult
 from .._runtime import ToolRuntime
-from ._common import CliError, add_require, call_tools_func, containment, load_tools
+from ._common import (
+    CliError,
+    add_require,
+    call_tools_func,
+    containment,
+    help_text,
+    load_tools,
+)
 
-__all__ = ("add_parser", "main", "result_json")
+__all__ = ("add_parser", "main")
 
 
 def add_parser(sub: Any) -> None:
@@ -35,7 +41,7 @@ def add_parser(sub: Any) -> None:
     run = sub.add_parser(
         "run",
         help="run a model-written program under containment",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
+        description=help_text(__doc__, 1),
     )
     run.add_argument("program", help="the program file (- reads stdin)")
     run.add_argument("--tools", metavar="MODULE:FUNC", help="FUNC(runtime) registers the tools")
@@ -64,7 +70,7 @@ def main(args: argparse.Namespace) -> int:
     except CliError as exc:
         print(f"ptc run: {exc}", file=sys.stderr)
         return 2
-    text = json.dumps(result_json(result), indent=2, ensure_ascii=False) if args.json else None
+    text = json.dumps(result.as_json(), indent=2, ensure_ascii=False) if args.json else None
     try:
         print(text if text is not None else _report(result), flush=True)
     except BrokenPipeError:  # `ptc run ... | head`: the reader left, which is fine
@@ -88,21 +94,6 @@ def _read_program(path: str) -> str:
         return sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise CliError(f"cannot read the program {path!r}: {exc}") from exc
-
-
-def result_json(result: ToolResult) -> dict[str, Any]:
-    """The whole result as plain JSON."""
-    error = result.error
-    return {
-        "call_id": result.call_id,
-        "name": result.name,
-        "is_error": result.is_error,
-        "content": thaw(list(result.content)),
-        "value": thaw(result.value),
-        "error": None if error is None else {"code": error.code, "message": error.message},
-        "meta": thaw(result.meta),
-        "additional_contexts": thaw(list(result.additional_contexts)),
-    }
 
 
 def _report(result: ToolResult) -> str:

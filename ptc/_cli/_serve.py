@@ -24,7 +24,14 @@ from worker import Containment
 from .._errors import ConfigurationError, UsageError
 from .._layers import MODES, PROFILES
 from .._runtime import ToolRuntime
-from ._common import CliError, add_require, call_tools_func, containment, load_tools
+from ._common import (
+    CliError,
+    add_require,
+    call_tools_func,
+    containment,
+    help_text,
+    load_tools,
+)
 
 __all__ = ("add_parser", "main", "parse_host_port")
 
@@ -34,7 +41,7 @@ def add_parser(sub: Any) -> None:
     serve = sub.add_parser(
         "serve",
         help="serve a scope (your tools and mounted MCP servers) as an MCP server",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
+        description=help_text(__doc__, 1),
     )
     serve.add_argument(
         "tools", nargs="?", metavar="MODULE:FUNC", help="FUNC(runtime) registers tools"

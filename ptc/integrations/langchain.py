@@ -4,7 +4,7 @@
 Extra ``ptc[langchain]``. Each tool is a ``BaseTool`` with the tool's JSON schema, sync
 (``invoke``) and async (``ainvoke``), calling ``scope.call(name, arguments,
 call_id=<the ToolCall's id>)``; its output is the result's text, and its artifact the
-whole result as plain JSON (``call_id, name, is_error, content, value, error, meta``:
+whole result as plain JSON (``result.as_json()``:
 ``response_format="content_and_artifact"``; plain JSON, so any checkpointer stores it). A
 failed call is a ``ToolMessage`` with ``status="error"`` and ptc's error text: the model
 reads it.
@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
-import json
 from collections.abc import Callable, Coroutine
 from typing import Any, Literal, TypeVar
 
@@ -198,14 +197,4 @@ def _schema(schema: object) -> dict[str, Any]:
 def _content(result: ptc.ToolResult) -> tuple[str, dict[str, JSON]]:
     if result.is_error:
         raise ToolException(error_text(result))
-    artifact = {
-        "call_id": result.call_id,
-        "name": result.name,
-        "is_error": result.is_error,
-        "content": result.content,
-        "value": result.value,
-        "error": None,
-        "meta": result.meta,
-    }
-    plain: dict[str, JSON] = json.loads(json.dumps(artifact))  # no frozen containers
-    return result.text, plain
+    return result.text, result.as_json()  # plain JSON: any checkpointer stores it

@@ -39,7 +39,6 @@ from ._common import Target, checked, error_text, is_suspended, scope_of
 
 __all__ = ("PtcFunctionTools", "function_tools")
 
-_RUN_CODE = "run_code"
 
 
 def function_tools(scope: Target) -> PtcFunctionTools:
@@ -60,15 +59,13 @@ class PtcFunctionTools(list[Tool]):
         self._stale = False
         self._lock: anyio.Lock | None = None
         self._update(self.scope.model_tools(format="openai", strict=True))
-        chain = [scope_of(self.scope)]
-        while (parent := chain[-1].parent) is not None:
-            chain.append(parent)
+        chain = scope_of(self.scope).lineage
 
         def changed(changed_scope: ptc.Scope) -> None:
             if any(changed_scope is s for s in chain):
                 self._stale = True  # no SDK is built here: the next turn refreshes
 
-        self._dispose = chain[-1].on("tools/change", changed)
+        self._dispose = chain[0].on("tools/change", changed)
 
     def close(self) -> None:
         self._dispose()
@@ -117,7 +114,7 @@ class PtcFunctionTools(list[Tool]):
             on_invoke_tool=invoke,
             strict_json_schema=fn.get("strict") is True,
             is_enabled=enabled,
-            needs_approval=self._needs_approval if name == _RUN_CODE else False,
+            needs_approval=self._needs_approval if name == ptc.RUN_CODE else False,
         )
 
     async def _needs_approval(
@@ -126,7 +123,7 @@ class PtcFunctionTools(list[Tool]):
         """Run the program now: the SDK can interrupt only before the tool runs."""
         if self.scope.suspension(call_id) is not None:
             return True
-        result = await self.scope.call(_RUN_CODE, params, call_id=call_id)
+        result = await self.scope.call(ptc.RUN_CODE, params, call_id=call_id)
         self._computed[call_id] = result
         if is_suspended(result):
             self._paused.add(call_id)
@@ -138,7 +135,7 @@ class PtcFunctionTools(list[Tool]):
         computed = self._computed.pop(call_id, None)
         if computed is not None and not is_suspended(computed):
             return _output(computed)  # the program ran in the approval check
-        if name == _RUN_CODE and self.scope.suspension(call_id) is not None:
+        if name == ptc.RUN_CODE and self.scope.suspension(call_id) is not None:
             self._paused.discard(call_id)
             result = await self.scope.resume(call_id, "allowed-once")
             while is_suspended(result):  # a second pause cannot interrupt this tool call
@@ -155,7 +152,7 @@ class PtcFunctionTools(list[Tool]):
     async def _sweep(self, ctx: RunContextWrapper[Any]) -> None:
         """A rejected call is never invoked: drop its paused run (asked as tools are listed)."""
         for call_id in list(self._paused):
-            if ctx.is_tool_approved(_RUN_CODE, call_id) is False:
+            if ctx.is_tool_approved(ptc.RUN_CODE, call_id) is False:
                 self._paused.discard(call_id)
                 self._computed.pop(call_id, None)
                 if self.scope.suspension(call_id) is not None:

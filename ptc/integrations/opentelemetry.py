@@ -81,7 +81,7 @@ class _Tracing:
         span = self._open.pop(result.call_id, None)
         if span is None:  # refused before the waterfalls: a span all the same
             span = self._start(result.call_id, result.name)
-        if result.name == "run_code":
+        if result.name == ptc.RUN_CODE:
             _run_facts(span, result.meta)
             self._end_children(result.call_id)
         if result.error is not None:

@@ -89,7 +89,7 @@ class PtcToolset(AbstractToolset[Any]):
                 description=str(fn["description"]),
                 parameters_json_schema=fn["parameters"],  # type: ignore[arg-type]
                 strict=strict if isinstance(strict, bool) else None,
-                sequential=fn["name"] == "run_code",
+                sequential=fn["name"] == ptc.RUN_CODE,
             )
             tools[definition.name] = ToolsetTool(
                 toolset=self, tool_def=definition, max_retries=0, args_validator=_ANY_ARGUMENTS
@@ -100,7 +100,7 @@ class PtcToolset(AbstractToolset[Any]):
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         call_id = ctx.tool_call_id or None
-        stream = _stream_output(self.scope, ctx, call_id) if name == "run_code" else None
+        stream = _stream_output(self.scope, ctx, call_id) if name == ptc.RUN_CODE else None
         try:
             if ctx.tool_call_approved and call_id and self.scope.suspension(call_id) is not None:
                 result = await self.scope.resume(call_id, "allowed-once")
@@ -138,10 +138,9 @@ def _stream_output(
         return None
 
     async def forward(chunk: Mapping[str, str]) -> None:
-        if chunk["call_id"] == call_id:
-            await ctx.emit(CodeOutputEvent(text=chunk["text"], stream=chunk["stream"]))
+        await ctx.emit(CodeOutputEvent(text=chunk["text"], stream=chunk["stream"]))
 
-    return scope.on("code/output", forward)
+    return scope.on_output(call_id, forward)
 
 
 def _model_content(result: ptc.ToolResult) -> Any:

@@ -21,7 +21,6 @@ __all__ = (
     "Built",
     "build_definition",
     "call_tool_result",
-    "plain_json",
     "tool_return",
     "wraps_value",
 )
@@ -33,11 +32,6 @@ ERROR_META_KEY = "ptc/error"
 _RUN_META_FIELDS = ("dispatch_log", "enforcement", "stats", "session")
 _TEXT_SCHEMA: Mapping[str, ptc.JSON] = {"type": "string"}
 _CONTENT_BLOCK: TypeAdapter[types.ContentBlock] = TypeAdapter(types.ContentBlock)
-
-
-def plain_json(value: object) -> Any:
-    """A plain (unfrozen) copy of a JSON value, as the SDK's pydantic models want it."""
-    return json.loads(json.dumps(value))
 
 
 def render_value(value: ptc.JSON) -> list[ptc.ContentBlock]:
@@ -106,7 +100,7 @@ def build_definition(
                 if annotations is None
                 else annotations.model_dump(by_alias=True, mode="json", exclude_none=True)
             ),
-            meta=plain_json(tool.meta) if tool.meta else None,
+            meta=ptc.thaw(tool.meta) if tool.meta else None,
         )
 
     try:
@@ -184,7 +178,7 @@ def call_tool_result(
     structured: dict[str, Any] | None = None
     wrap = wraps_value(definition)
     if not result.is_error and wrap is not None:
-        value = plain_json(result.value)
+        value = ptc.thaw(result.value)
         if wrap:
             structured = {"result": value}
         elif isinstance(value, dict):
@@ -192,7 +186,7 @@ def call_tool_result(
     meta: dict[str, Any] = {}
     run = {key: result.meta[key] for key in _RUN_META_FIELDS if key in result.meta}
     if run:
-        meta[RUN_META_KEY] = plain_json(run)
+        meta[RUN_META_KEY] = ptc.thaw(run)
     if result.error is not None:
         meta[ERROR_META_KEY] = {"code": result.error.code, "message": result.error.message}
     return types.CallToolResult(
@@ -205,7 +199,7 @@ def call_tool_result(
 
 def _content_block(block: Mapping[str, ptc.JSON]) -> types.ContentBlock:
     try:
-        return _CONTENT_BLOCK.validate_python(plain_json(block))
+        return _CONTENT_BLOCK.validate_python(ptc.thaw(block))
     except ValidationError:
         # A host render made a block MCP has no type for: send it as its JSON text.
-        return types.TextContent(type="text", text=json.dumps(plain_json(block)))
+        return types.TextContent(type="text", text=json.dumps(ptc.thaw(block)))

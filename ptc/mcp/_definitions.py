@@ -81,7 +81,7 @@ class ListingBuilder:
                 skipped[f"{tool.name} (again)"] = duplicate
                 continue
             seen.add(tool.name)
-            if name == "run_code" or (name in visible and name not in registered):
+            if name == ptc.RUN_CODE or (name in visible and name not in registered):
                 clash = (
                     f"cannot mount MCP tool {tool.name!r} of {self._label!r} as {name!r}:"
                     f" {self._scope!r} already has a tool {name!r}"

@@ -84,6 +84,8 @@ class BearerToken:
         return "<ptc.mcp.BearerToken>"  # never the secret
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        """The SDK's check of a request's bearer token: an ``AccessToken`` when it is this
+        one (compared in constant time), ``None`` otherwise."""
         # Digests of equal length: the comparison's time says nothing of the token.
         digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
         if not hmac.compare_digest(digest, self._digest):

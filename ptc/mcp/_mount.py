@@ -84,8 +84,11 @@ async def mount(
     and listing. A reply over ``max_reply_bytes``, ``max_reply_blocks`` or
     ``max_reply_values`` (JSON values, counted on its bytes before anything parses it)
     fails its call (``TOOL_ERROR`` saying which limit); a server listing more than
-    ``max_tools`` tools is a :class:`MountError`. ``on_bad_schema``: see
-    :func:`ptc.mcp._convert.build_definition`.
+    ``max_tools`` tools is a :class:`MountError`. ``on_bad_schema``: what a tool whose
+    schema ptc cannot accept (or whose name is listed twice or outside the name pattern)
+    does: ``"raise"`` (the default) raises at mount, ``"lenient"`` retries once with
+    :func:`ptc.lenient_schema` and raises if that is not enough, ``"skip"`` leaves the
+    tool out (``Mount.skipped`` says why).
     The mount closes with the runtime, or earlier with ``await mount.aclose()``. Raises
     :class:`MountError` when the server cannot be started, reached or listed. The runtime
     must be entered.
@@ -174,6 +177,7 @@ class Mount:
 
     @property
     def server(self) -> StdioServer | HttpServer:
+        """Where the mounted server is (what ``mount()`` was given)."""
         return self._server
 
     @property
@@ -192,6 +196,8 @@ class Mount:
     # -- lifetime -------------------------------------------------------------------------
 
     async def connect(self, timeout_seconds: float) -> None:
+        """Start the server's session and register its tools (``mount()`` does; raises
+        :class:`MountError` when it cannot be started, reached or listed in time)."""
         lifetime = self._scope.lifetime
         try:
             with anyio.fail_after(timeout_seconds):

@@ -54,7 +54,6 @@ logger = logging.getLogger("ptc.mcp")
 # notification to one that has: remember the most recent ones only, so a long-running HTTP
 # server does not keep every client it ever had.
 _MAX_SESSIONS = 1024
-_RUN_CODE = "run_code"  # the one tool whose calls are admitted (each starts a worker)
 
 
 @dataclass(eq=False)
@@ -150,7 +149,8 @@ def server(
     or use :func:`serve`. A ``tools/change`` that affects the scope sends
     ``notifications/tools/list_changed`` (to handshake-era sessions, and to 2026-era
     ``subscriptions/listen`` streams). At most ``max_concurrent_runs`` ``run_code`` calls
-    run at once (default: :func:`ptc.mcp._admission.default_max_runs`); up to
+    run at once (default: two per CPU this process may use, and no more than half the
+    machine's or its cgroup's memory allows at the scope's ``Limits.memory_mib`` each); up to
     ``max_queued_runs`` more wait (default: four times as many); the rest are answered
     at once with an ``isError`` result (``TOOL_UNAVAILABLE``, "busy"). A call whose HTTP
     client disconnects is cancelled (its signal fires). ``sessions=True`` gives each MCP
@@ -161,7 +161,7 @@ def server(
     clients = _ClientSessions(scope) if sessions or isinstance(scope, ptc.Session) else None
     admission = _admission(scope, max_concurrent_runs, max_queued_runs)
     bus = InMemorySubscriptionBus()
-    chain = _chain(scope)
+    chain = (scope.scope if isinstance(scope, ptc.Session) else scope).lineage
 
     @asynccontextmanager
     async def lifespan(_: Server[_Running]) -> AsyncIterator[_Running]:
@@ -198,7 +198,8 @@ def server(
         running = ctx.lifespan_context
         target = clients.of(ctx) if clients is not None else scope
         definition = target.view().visible.get(params.name)
-        is_run = params.name == _RUN_CODE and definition is not None
+        # run_code is the one tool whose calls are admitted (each starts a worker).
+        is_run = params.name == ptc.RUN_CODE and definition is not None
         if is_run and (busy := admission.reserve()) is not None:
             return _refused(f"ptc serve is {busy}")
         signal = ptc.CancelSignal()
@@ -225,7 +226,7 @@ def server(
             signal.cancel("the MCP client disconnected")
 
         running.signals.add(signal)
-        dispose = _forward_output(target, ctx, call_id) if params.name == "run_code" else None
+        dispose = _forward_output(target, ctx, call_id) if params.name == ptc.RUN_CODE else None
         running.group.start_soon(run)
         async with anyio.create_task_group() as watching:
             gone = _disconnected(ctx)
@@ -326,8 +327,6 @@ def _forward_output(
     sent = [0]
 
     async def forward(chunk: Mapping[str, str]) -> None:
-        if chunk["call_id"] != call_id:
-            return
         text = chunk["text"]
         sent[0] += len(text)
         if token is not None:
@@ -336,17 +335,7 @@ def _forward_output(
             "info", text, logger="ptc/code-output", related_request_id=ctx.request_id
         )
 
-    return scope.on("code/output", forward)
-
-
-def _chain(served: Served) -> list[ptc.Scope]:
-    """The scope (a session's own) and its ancestors, root first."""
-    scope = served.scope if isinstance(served, ptc.Session) else served
-    assert isinstance(scope, ptc.Scope)
-    chain = [scope]
-    while (parent := chain[-1].parent) is not None:
-        chain.append(parent)
-    return chain[::-1]
+    return scope.on_output(call_id, forward)
 
 
 def _version() -> str:

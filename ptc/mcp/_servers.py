@@ -52,6 +52,7 @@ class StdioServer:
 
     @property
     def label(self) -> str:
+        """The command line, as a shell would quote it (for messages)."""
         return shlex.join([self.command, *self.args])
 
 
@@ -64,6 +65,7 @@ class HttpServer:
 
     @property
     def label(self) -> str:
+        """The URL (for messages)."""
         return self.url
 
 

@@ -25,7 +25,6 @@ from pydantic import ValidationError
 
 import ptc
 
-from ._convert import plain_json
 from ._servers import HttpServer, MountError, StdioServer, connection
 from ._wire import REFUSED, REFUSED_PREFIX, Exchange, ReplyLimits
 
@@ -157,7 +156,7 @@ class ServerSession:
         if session is None or self._lost is not None:
             raise ptc.ToolUnavailable(f"MCP server {label!r} is not connected ({self._lost})")
         request = types.CallToolRequest(
-            params=types.CallToolRequestParams(name=mcp_name, arguments=plain_json(arguments))
+            params=types.CallToolRequestParams(name=mcp_name, arguments=ptc.thaw(arguments))
         )
         try:
             # Not session.call_tool: ptc checks the output schema itself (INVALID_OUTPUT),

@@ -5,10 +5,9 @@ A reply within its byte limit can still hold millions of tiny values (``[0,0,...
 the parse, the SDK's validation, ptc's conversion (DESIGN section 9, "Hostile peers").
 So the values are counted before anything parses them, piece by piece as the transport
 reads them (a piece costs at most a few milliseconds, and the event loop runs between
-pieces): a JSON text holds at most ``1 + commas + opening brackets`` values outside its
-strings, less one for each ``[]`` or ``{}`` written without space inside. Strings are
-skipped with one possessive regex, so commas and brackets in text never count and no
-input makes the scan quadratic (a string left open runs to the end of what was read).
+pieces). One JSON text is counted by ``worker.JsonValues`` (the raw-byte JSON scanning
+the frame protocol's depth check shares; strings skipped whole, in linear time);
+:class:`SseValues` finds the JSON texts in a ``text/event-stream`` body.
 
 The count is never below the values a parser finds (a hypothesis property in
 ``tests/mcp/test_values.py``); it can be above it by the empty containers written with
@@ -20,50 +19,9 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from worker import JsonValues
+
 __all__ = ("JsonValues", "SseValues")
-
-# A string, once escaped quotes are gone: to its closing quote, or to the end of the piece.
-_STRING: Final = re.compile(rb'"[^"]*+(?:"|\Z)')
-
-
-class JsonValues:
-    """The values of one JSON text fed in pieces: :attr:`values`, an upper bound."""
-
-    __slots__ = ("_escaped", "_in_string", "values")
-
-    def __init__(self) -> None:
-        self.values = 1  # the root
-        self._in_string = False
-        self._escaped = False  # the last piece ended in a backslash that escapes the next byte
-
-    def feed(self, piece: bytes) -> None:
-        """Count the values that start in ``piece``, the text's next bytes."""
-        if not piece:
-            return  # (an escape carried over still applies to the next byte)
-        if self._escaped:
-            piece, self._escaped = piece[1:], False
-        if b"\\" in piece:
-            # Escaped backslashes first, then escaped quotes: every quote left opens or
-            # closes a string. (Outside strings a backslash is no JSON: the parser stops
-            # there, and what follows need not be counted right.)
-            piece = piece.replace(b"\\\\", b"").replace(b'\\"', b"")
-            if piece.endswith(b"\\"):
-                piece, self._escaped = piece[:-1], True
-        if self._in_string:
-            closing = piece.find(b'"')
-            if closing < 0:
-                return
-            piece, self._in_string = piece[closing + 1 :], False
-        if b'"' in piece:
-            self._in_string = piece.count(b'"') % 2 == 1
-            piece = _STRING.sub(b'""', piece)  # "" keeps ["x"] from looking like []
-        self.values += (
-            piece.count(b",")
-            + piece.count(b"[")
-            + piece.count(b"{")
-            - piece.count(b"[]")
-            - piece.count(b"{}")
-        )
 
 
 class SseValues:

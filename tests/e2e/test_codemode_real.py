@@ -377,9 +377,9 @@ async def test_closing_the_runtime_mid_run_is_abort() -> None:
             async with anyio.create_task_group() as group:
                 group.start_soon(run)
                 await started.wait()
-                await runtime.aclose()
+                await runtime.close()
     finally:
-        await runtime.aclose()
+        await runtime.close()
     (result,) = outcome
     kind, detail, _ = failure(result)
     assert kind == "abort" and "closed" in detail

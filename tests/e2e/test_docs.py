@@ -223,4 +223,4 @@ async def test_a_fragment_runs_in_its_setup(
         finally:
             for value in list(namespace.values()):
                 if isinstance(value, ptc.ToolRuntime) and not value.closed:
-                    await value.aclose()
+                    await value.close()

@@ -41,3 +41,10 @@ def test_importing_ptc_loads_neither_ptc_mcp_nor_the_sdk() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_every_public_entry_point_says_what_the_caller_gets() -> None:
+    from tests._docstrings import private_references, undocumented
+
+    assert undocumented(ptc_mcp) == []
+    assert private_references(ptc_mcp) == []

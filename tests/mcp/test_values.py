@@ -203,3 +203,10 @@ def test_events_after_a_flood_of_comments_and_blank_lines_are_counted(ending: by
         counter.feed(flood[start : start + (1 << 13)])
     counter.feed(b"data: [0,0]" + ending + ending)
     assert counter.largest == 3
+
+
+def test_one_json_text_is_counted_by_the_workers_scanner() -> None:
+    # One home for raw-byte JSON scanning: the frame protocol's depth check shares it.
+    import worker
+
+    assert JsonValues is worker.JsonValues

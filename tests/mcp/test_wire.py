@@ -3,9 +3,11 @@ the line's two ends alone, whatever the key order, never from an ``id`` nested i
 
 from __future__ import annotations
 
+import gc
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,8 +17,9 @@ EDGE = 4096
 ids = st.one_of(st.integers(-(2**53), 2**53), st.text(max_size=20))
 values: st.SearchStrategy[Any] = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=30),
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4)
+    ),
     max_leaves=20,
 )
 
@@ -53,3 +56,28 @@ def test_invalid_utf8_in_a_message_is_replaced() -> None:
     line = b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"a\xffb"}]}}'
     message = parse_message(line, lambda request_id: False)
     assert message.result["content"][0]["text"] == "a\ufffdb"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_parse_leaves_the_collector_as_the_host_set_it(enabled: bool) -> None:
+    # The collector is one per process: a parse that paused it paused it for every thread.
+    line = json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "result": {"rows": [[] for _ in range(20_000)]}}
+    ).encode()
+    collections: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    was = gc.isenabled()
+    gc.callbacks.append(seen)
+    (gc.enable if enabled else gc.disable)()
+    try:
+        message = parse_message(line, lambda request_id: False)
+        assert gc.isenabled() is enabled
+    finally:
+        gc.callbacks.remove(seen)
+        (gc.enable if was else gc.disable)()
+    assert len(message.result["rows"]) == 20_000  # type: ignore[union-attr]
+    assert bool(collections) is enabled  # its allocations set off collections when enabled

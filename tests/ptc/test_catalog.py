@@ -319,6 +319,41 @@ async def test_sdk_of_a_subset_is_valid_python_with_only_those_tools(rt: ptc.Too
         rt.root.sdk(tools=["get-wether"])
 
 
+def _without_fts5(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sqlite3`` as a Python built without FTS5 answers (never seen on a current build)."""
+    import sqlite3
+
+    connect = sqlite3.connect
+
+    class NoFts5(sqlite3.Connection):
+        def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+            if "USING fts5" in sql:
+                raise sqlite3.OperationalError("no such module: fts5")
+            return super().execute(sql, *args)
+
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: connect(*a, factory=NoFts5, **k))
+
+
+async def test_without_fts5_search_tools_raises_a_ptc_error(
+    rt: ptc.ToolRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _without_fts5(monkeypatch)
+    with pytest.raises(ptc.SearchUnavailable, match="needs SQLite's FTS5") as raised:
+        rt.root.search_tools("weather")
+    assert isinstance(raised.value, ptc.PtcError) and isinstance(raised.value, RuntimeError)
+
+
+async def test_without_fts5_a_programs_search_is_a_failed_call(
+    rt: ptc.ToolRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _without_fts5(monkeypatch)
+    code = (
+        "try:\n    catalog.search('weather')\n"
+        "except ToolCallError as e:\n    return [e.code, 'FTS5' in e.message]"
+    )
+    assert value(await rt.root.run_code(code)) == ["TOOL_UNAVAILABLE", True]
+
+
 @pytest.mark.parametrize("bad", [None, 3])
 async def test_search_tools_checks_its_arguments(rt: ptc.ToolRuntime, bad: Any) -> None:
     with pytest.raises(ptc.UsageError):

@@ -118,6 +118,16 @@ def test_usage_problems_are_one_line_and_status_2(
     assert "Traceback" not in done.stderr and done.stdout == ""
 
 
+@pytest.mark.parametrize("command", [[], ["run"], ["serve"]])
+def test_help_reads_as_text(workdir: Path, command: list[str]) -> None:
+    done = ptc_cli(*command, "--help", cwd=workdir)
+    assert done.returncode == 0
+    assert "usage: ptc" in done.stdout
+    assert not re.search(r"``|:[a-z]+:`", done.stdout), done.stdout  # no reST markup
+    if command == ["run"]:
+        assert "what a model would send to run_code (a module;" in " ".join(done.stdout.split())
+
+
 # E4-old: a Docker profile that refuses Landlock, so filesystem cannot be full there (DESIGN
 # section 7: filesystem is full through Landlock only). The host runs `ptc run` as a user would.
 SHORT_ENV = "E4-old"

@@ -89,3 +89,20 @@ async def test_a_disposed_listener_hears_nothing(rt: ptc.ToolRuntime) -> None:
     dispose()
     await rt.root.run_code("print('x')")
     assert heard == []
+
+
+@pytest.mark.parametrize("via", ["scope", "session"])
+async def test_on_output_hears_one_call_only(rt: ptc.ToolRuntime, via: str) -> None:
+    target: ptc.Scope | ptc.Session = rt.root if via == "scope" else rt.root.session()
+    heard: list[str] = []
+
+    async def one(chunk: Mapping[str, str]) -> None:
+        heard.append(f"{chunk['call_id']}: {chunk['text']}")
+
+    dispose = target.on_output("mine", one)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: rt.root.run_code("print('other')", call_id="other"))
+        tg.start_soon(lambda: target.run_code("print('mine')", call_id="mine"))
+    dispose()
+    await target.run_code("print('mine again')", call_id="mine")
+    assert heard == ["mine: mine\n"]

@@ -815,7 +815,7 @@ async def test_closing_the_runtime_mid_run_ends_the_run_as_abort() -> None:
         async with anyio.create_task_group() as group:
             group.start_soon(run)
             await in_flight.wait()
-            await runtime.aclose()
+            await runtime.close()
     (result,) = outcome
     assert error_code(result) == "CODE_RUN_FAILED"
     assert result.error.message.startswith("code run failed (abort): ")  # type: ignore[union-attr]

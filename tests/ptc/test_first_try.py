@@ -184,6 +184,17 @@ FAILS: dict[str, Case] = {
     "an async main called without asyncio.run": Case(
         "async def main():\n    return tools.add(a=1, b=2)\nmain()", kind="invalid-result",
         fix="never awaited: write `await main(...)`, or `asyncio.run(main(...))`"),
+    "an unawaited call inside a list in async code": Case(
+        "import asyncio\nasync def main():\n"
+        "    return [await tools.add(a=1, b=2), tools.add(a=3, b=4)]\nasyncio.run(main())",
+        kind="invalid-result",
+        fix="value[1] is the coroutine tools.add(...), never awaited: write "
+            "`await tools.add(...)`"),
+    "an unawaited call inside a dict at the top level": Case(
+        "n = await tools.add(a=1, b=2)\nreturn {'n': n, 'w': tools.get_current_weather("
+        "location='Oslo')}", kind="invalid-result",
+        fix="value['w'] is the coroutine tools.get_current_weather(...), never awaited: write "
+            "`await tools.get_current_weather(...)`"),
     "a set as the result": Case(
         "return {1, 2}", kind="invalid-result", fix="the result must be a JSON value"),
     "a result over the limit": Case(

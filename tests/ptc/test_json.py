@@ -162,3 +162,35 @@ async def test_a_deep_argument_is_invalid_args_not_an_exception() -> None:
     result = await runtime.root.call("echo", {"x": deep})
     assert result.error is not None and result.error.code == "INVALID_ARGS"
     assert "nested deeper than 200 levels" in result.error.message
+
+
+def test_a_whole_result_thaws_to_plain_json() -> None:
+    # ptc.thaw and ToolResult.as_json: the one way frozen values become plain ones (the CLI's
+    # --json, the LangChain artifact and the MCP conversion all use them).
+    import json
+
+    import ptc
+
+    result = ptc.ToolResult(
+        call_id="c1",
+        name="t",
+        is_error=False,
+        content=freeze([{"type": "text", "text": "hi"}]),  # type: ignore[arg-type]
+        value=freeze({"rows": [1, 2]}),
+        meta=freeze({"stats": {"calls": 1}}),  # type: ignore[arg-type]
+        additional_contexts=(freeze({"k": [True]}),),
+    )
+    plain = result.as_json()
+    assert plain == {
+        "call_id": "c1",
+        "name": "t",
+        "is_error": False,
+        "content": [{"type": "text", "text": "hi"}],
+        "value": {"rows": [1, 2]},
+        "error": None,
+        "meta": {"stats": {"calls": 1}},
+        "additional_contexts": [{"k": [True]}],
+    }
+    assert json.loads(json.dumps(plain)) == plain
+    assert type(plain["meta"]) is dict and type(plain["content"]) is list
+    assert ptc.thaw is thaw

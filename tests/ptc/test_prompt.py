@@ -12,7 +12,6 @@ import pytest
 import ptc
 from ptc._prompt import (
     ALLOWED_MODULES,
-    RUN_CODE,
     RUN_CODE_INPUT_SCHEMA,
     RUN_CODE_OUTPUT_SCHEMA,
     profile_rules,
@@ -151,7 +150,7 @@ def test_the_description_differs_by_profile() -> None:
 
 async def test_the_model_sees_run_code_with_the_scopes_tools(rt: ptc.ToolRuntime) -> None:
     (spec,) = data(rt.root.model_tools(format="anthropic"))
-    assert spec["name"] == RUN_CODE
+    assert spec["name"] == ptc.RUN_CODE
     assert spec["input_schema"] == RUN_CODE_INPUT_SCHEMA
     assert "def search(*, query: str, limit: int = ...)" in str(spec["description"])
     assert "def get_weather_v2(*, city: str)" in str(spec["description"])

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import typing
 
 import ptc
 
 EXPECTED = [
     "content",
+    "RUN_CODE",
+    "thaw",
     "Suspension",
     "RecordedCall",
     "PendingApproval",
@@ -67,6 +70,7 @@ EXPECTED = [
     "Scope",
     "ScopeError",
     "ScopeRef",
+    "SearchUnavailable",
     "Session",
     "SessionError",
     "SessionRecord",
@@ -123,6 +127,16 @@ def test_limits_and_containment_are_the_worker_types() -> None:
     assert ptc.Containment is worker.Containment
 
 
+def test_a_name_both_packages_export_is_one_object() -> None:
+    # `ptc.Output` (a tool's output contract) once shared its name with worker's captured
+    # stdout (now `worker.CapturedOutput`): one name, one meaning across the public face.
+    import worker
+
+    shared = set(ptc.__all__) & set(worker.__all__)
+    assert shared == {"Containment", "FAILURE_KINDS", "FailureKind", "Limits", "Profile"}
+    assert all(getattr(ptc, name) is getattr(worker, name) for name in shared)
+
+
 def test_every_exception_ptc_raises_on_purpose_derives_from_ptc_error() -> None:
     for cls, builtin in [
         (ptc.DefinitionError, ValueError),
@@ -132,6 +146,7 @@ def test_every_exception_ptc_raises_on_purpose_derives_from_ptc_error() -> None:
         (ptc.ConfigurationError, ValueError),
         (ptc.UsageError, TypeError),
         (ptc.ClosedError, RuntimeError),
+        (ptc.SearchUnavailable, RuntimeError),
         (ptc.SuspensionError, ValueError),
     ]:
         assert issubclass(cls, ptc.PtcError) and issubclass(cls, builtin), cls
@@ -160,3 +175,41 @@ def test_every_exception_class_is_named_where_the_docs_list_them() -> None:
     errors_section = guide.split("## Errors", 1)[1].split("\n## ", 1)[0]
     for text in (errors_entry, errors_section, ptc._errors.__doc__ or ""):
         assert {name for name in classes if name not in text} == set()
+
+
+def test_ptc_closes_with_one_verb() -> None:
+    # DESIGN names scope.close() and `await session.close()`; the runtime (async) and its
+    # Lifetime follow them. ptc.mcp's Mount keeps the aclose() DESIGN section 9 names.
+    import inspect
+
+    closers = {
+        name: cls
+        for name, cls in vars(ptc).items()
+        if inspect.isclass(cls) and name in ptc.__all__ and hasattr(cls, "close")
+    }
+    assert {"Scope", "Session", "ToolRuntime", "Lifetime", "EventLog"} <= set(closers)
+    public = [n for n in ptc.__all__ if inspect.isclass(getattr(ptc, n))]
+    assert [n for n in public if hasattr(getattr(ptc, n), "aclose")] == []
+    assert inspect.iscoroutinefunction(ptc.ToolRuntime.close)
+
+
+def test_every_public_entry_point_says_what_the_caller_gets() -> None:
+    from tests._docstrings import private_references, undocumented
+
+    assert undocumented(ptc) == []
+    assert private_references(ptc) == []
+
+
+def test_run_code_is_named_in_one_place() -> None:
+    # Adapters and MCP serve compare with ptc.RUN_CODE; the name is defined once.
+    import pathlib
+
+    assert ptc.RUN_CODE == "run_code"
+    package = pathlib.Path(ptc.__file__).parent
+    defining = [
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if re.search(r"""(==|=|!=)\s*["']run_code["']""", line)
+    ]
+    assert defining == ["_tools.py"]

@@ -54,7 +54,7 @@ async def test_aclose_closes_code_mode_once_and_awaits_async_change_listeners() 
         runtime.register(echo_tool("echo"))
         code_mode: Any = runtime._code_mode
     assert code_mode.closed and seen == [runtime.root]
-    await runtime.aclose()
+    await runtime.close()
 
 
 def test_unknown_events_are_rejected() -> None:
@@ -157,25 +157,25 @@ async def _change_listener_pending(runtime: ptc.ToolRuntime, done: anyio.Event) 
 async def _close_inside_a_nested_task_group(runtime: ptc.ToolRuntime) -> None:
     async with runtime:
         async with anyio.create_task_group():
-            await runtime.aclose()
+            await runtime.close()
 
 
 async def _close_from_another_task(runtime: ptc.ToolRuntime) -> None:
     async with runtime, anyio.create_task_group() as tg:
-        tg.start_soon(runtime.aclose)
+        tg.start_soon(runtime.close)
 
 
 async def _enter_inside_a_group_close_after(runtime: ptc.ToolRuntime) -> None:
     async with anyio.create_task_group() as tg:
         await runtime.__aenter__()
         tg.start_soon(anyio.sleep, 0)
-    await runtime.aclose()
+    await runtime.close()
 
 
 async def _close_twice(runtime: ptc.ToolRuntime) -> None:
     async with runtime:
-        await runtime.aclose()
-    await runtime.aclose()
+        await runtime.close()
+    await runtime.close()
 
 
 @pytest.mark.anyio

@@ -36,6 +36,25 @@ def test_children_inherit_root_tools_and_nearest_layer_wins(runtime: ptc.ToolRun
     assert runtime.root.view().visible["read"] is not override
 
 
+def test_lineage_is_the_scope_and_its_ancestors_root_first(runtime: ptc.ToolRuntime) -> None:
+    parent = runtime.scope("parent")
+    child = parent.scope("child")
+    assert child.lineage == (runtime.root, parent, child)
+    assert runtime.root.lineage == (runtime.root,)
+
+
+@pytest.mark.anyio
+async def test_run_code_on_a_native_scope_names_present_as(runtime: ptc.ToolRuntime) -> None:
+    result = await runtime.scope("agent").run_code("return 1")
+    assert result.error is not None and result.error.code == "UNKNOWN_TOOL"
+    assert result.error.message == (
+        'unknown tool `run_code`: this scope presents its tools natively; call `present_as("code")`'
+        ' (or `"both"`) on it to offer `run_code`'
+    )
+    other = await runtime.root.call("nope", {})
+    assert other.error is not None and other.error.message == "unknown tool `nope`"
+
+
 def test_restriction_semantics_allow_intersects_and_deny_unions(runtime: ptc.ToolRuntime) -> None:
     parent = runtime.scope("parent")
     child = parent.scope("child")

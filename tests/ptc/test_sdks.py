@@ -257,7 +257,7 @@ async def test_sync_sdk_and_model_tools_build_when_nothing_is_ready(builds: Buil
     spec = rt.root.model_tools()[0]
     assert spec["name"] == "run_code" and "def alpha(" in str(spec["description"])
     assert PENDING not in str(spec["description"])
-    await rt.aclose()
+    await rt.close()
 
 
 async def test_a_pending_run_code_waits_for_its_sdk_off_the_loop(builds: Builds) -> None:

@@ -283,8 +283,7 @@ def test_the_programs_stdout_and_stderr_are_text_files_as_a_scripts() -> None:
 def test_compiler_warnings_are_the_programs_stderr() -> None:
     run = run_child("x = 1\nif x is 1:\n    print('one')")
     assert run.stdout == (
-        '<program>:2: SyntaxWarning: "is" with a literal. Did you mean "=="?\n'
-        "  if x is 1:\none\n"
+        '<program>:2: SyntaxWarning: "is" with a literal. Did you mean "=="?\n  if x is 1:\none\n'
     )
 
 
@@ -296,6 +295,16 @@ def test_a_program_starts_as_shallow_as_a_script(profile: str) -> None:
     )
     run = run_child(code, profile=profile)
     assert run.done["value"] == "ok", run.done
+
+
+@pytest.mark.parametrize("name", ["depth", "room", "sorted"])
+def test_a_program_in_a_child_sees_the_recursion_a_script_sees(name: str) -> None:
+    from tests.worker.test_program import _TRY, RECURSION_AS_A_SCRIPT, _as_a_script
+
+    code = _TRY + RECURSION_AS_A_SCRIPT[name]
+    run = run_child(code)
+    assert run.done["ok"] is True, run.done
+    assert run.done["value"] == _as_a_script(code)
 
 
 GENERATED = sdkgen.generate(
@@ -318,6 +327,21 @@ def test_awaited_calls_gather_into_one_call_frame_in_a_real_child() -> None:
     assert "RuntimeWarning: tools.echo(...) was never awaited, so the call was not made" in (
         run.stdout
     )
+
+
+def test_an_unawaited_call_anywhere_names_the_call_and_the_fix_in_a_real_child() -> None:
+    fix = "is the coroutine tools.echo(...), never awaited: write `await tools.echo(...)`"
+    in_result = run_child(
+        "import asyncio\nasync def main():\n    return [await tools.echo(n=1), tools.echo(n=2)]\n"
+        "asyncio.run(main())",
+        sdk=GENERATED,
+    )
+    assert in_result.done["kind"] == "invalid-result"
+    assert in_result.done["detail"] == f"the result must be a JSON value: value[1] {fix}"
+    assert "never awaited, so the call was not made" not in in_result.stdout  # said once
+    as_argument = run_child("await tools.echo(n=tools.echo(n=1))", sdk=GENERATED)
+    assert as_argument.done["kind"] == "exception"
+    assert f"must be JSON values: value['n'] {fix}" in as_argument.done["detail"]
 
 
 def test_map_sends_one_batch() -> None:

@@ -18,6 +18,9 @@ from worker import (
     RunOutcome,
     RunRequest,
     StdoutListener,
+    SubprocessBackend,
+    WorkerBackend,
+    WorkerError,
 )
 from worker.testing import FakeBackend
 
@@ -196,3 +199,35 @@ async def test_cancelling_the_caller_returns_without_waiting_for_the_program() -
         with anyio.move_on_after(0.05) as scope:
             await run("import time\ntime.sleep(30)")
     assert scope.cancelled_caught
+
+
+# --- the same exceptions as a real backend ---------------------------------------------------
+
+
+def _backend(kind: str) -> WorkerBackend:
+    return FakeBackend() if kind == "fake" else SubprocessBackend()
+
+
+BACKENDS = ["fake", pytest.param("subprocess", marks=pytest.mark.needs_root)]
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+async def test_a_closed_backend_raises_worker_error_like_a_real_one(kind: str) -> None:
+    backend = _backend(kind)
+    await backend.aclose()
+    request = RunRequest(code="1", sdk_module=SDK, profile="python", limits=Limits())
+    with pytest.raises(WorkerError, match="backend is closed"):
+        await backend.run(request, on_calls=Host())
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+async def test_a_handler_answering_too_few_calls_is_a_worker_error_like_a_real_ones(
+    kind: str,
+) -> None:
+    async def too_few(calls: Sequence[CallRequest]) -> Sequence[CallReply]:
+        return []
+
+    request = RunRequest(code="tools.echo(n=1)", sdk_module=SDK, limits=Limits(wall_seconds=10))
+    async with _backend(kind) as backend:
+        with pytest.raises(WorkerError, match="handler returned 0 replies for 1"):
+            await backend.run(request, on_calls=too_few)

@@ -26,7 +26,8 @@ GROUPS = documented_groups("The worker package", "worker")
 CHILD = "worker._child"
 CHILD_MAY_IMPORT = set(next(g for g in GROUPS if g.title == "Shared by host and child").modules)
 """The host-side modules the child loads (the doc's group shared by host and child): plain
-data, the framing, a session state's frames and the frame schemas."""
+data, the framing (and its raw-byte JSON checks), a session state's frames and the frame
+schemas."""
 CHILD_THIRD_PARTY = {"RestrictedPython", "cloudpickle"}
 ZYGOTE_THIRD_PARTY = {"RestrictedPython", "pyseccomp", "cloudpickle"}
 """The keeper and child processes also load pyseccomp (the seccomp filter) and cloudpickle
@@ -237,6 +238,7 @@ def test_every_subpackage_is_a_group_of_the_doc_holding_its_modules() -> None:
         "worker._types",
         "worker._errors",
         "worker._framing",
+        "worker._json_bytes",
         "worker._messages",
         "worker._state",
     }

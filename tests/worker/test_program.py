@@ -106,6 +106,73 @@ def test_a_program_starts_at_the_bottom_of_its_own_stack() -> None:
         sys.setrecursionlimit(limit)
 
 
+# What a script sees of its recursion: the depth its module runs at (the smallest limit
+# it may set), a lowered limit's room, and which of CPython's two messages a runaway
+# recursion ends with (the plain one, or "while calling a Python object" when the limit
+# is hit at a C call): from pydantic-monty's own cases (recursion__limit_depth,
+# recursion__nested_eval).
+RECURSION_AS_A_SCRIPT = {
+    "depth": (
+        "import sys\nlimit = sys.getrecursionlimit()\nfound = None\n"
+        "for n in range(1, 50):\n    try:\n        sys.setrecursionlimit(n)\n"
+        "    except RecursionError:\n        continue\n    found = n\n    break\n"
+        "sys.setrecursionlimit(limit)\nfound"
+    ),
+    "room": (
+        "import sys\nsys.setrecursionlimit(10)\n"
+        "def down(n):\n    return down(n - 1) + 1 if n else 0\n"
+        "deepest = max(n for n in range(12) if not isinstance(_try(down, n), Exception))\n"
+        "[deepest, str(_try(down, 100))]"
+    ),
+    "sorted": ("def f(x):\n    return sorted([x], key=f)\nstr(_try(f, 1))"),
+    "map": ("def f(x):\n    return list(map(f, [x]))\nstr(_try(f, 1))"),
+    "nested": ("def f(x):\n    return f(x + 1)\ne = _try(f, 0)\n[type(e).__name__, str(e)]"),
+}
+_TRY = (
+    "def _try(fn, *args):\n    try:\n        return fn(*args)\n"
+    "    except RecursionError as exc:\n        return exc\n"
+)
+
+
+def _as_a_script(code: str) -> object:
+    """The program's value when CPython runs it as a script (the last line printed)."""
+    import ast
+    import json
+    import subprocess
+
+    body = ast.parse(code).body
+    last = ast.unparse(body[-1])
+    head = "\n".join(ast.unparse(node) for node in body[:-1])
+    script = f"import json\n{head}\nprint(json.dumps({last}))"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("name", sorted(RECURSION_AS_A_SCRIPT))
+def test_a_program_sees_the_recursion_a_script_sees(name: str) -> None:
+    limit = sys.getrecursionlimit()
+    code = _TRY + RECURSION_AS_A_SCRIPT[name]
+    try:
+        result = run(code)
+        assert result.ok, result.detail
+        assert result.value == _as_a_script(code)
+        assert sys.getrecursionlimit() == limit  # the caller is not left with the program's
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def test_a_program_that_lowers_the_limit_and_fails_still_gets_its_traceback() -> None:
+    # The runner formats the failure after the limit is restored: it never dies under it.
+    limit = sys.getrecursionlimit()
+    try:
+        result = run("import sys\nsys.setrecursionlimit(10)\ndef f():\n    f()\nf()")
+        assert result.kind == "exception"
+        assert result.detail.startswith("Traceback (most recent call last):")
+        assert result.detail.endswith("RecursionError: maximum recursion depth exceeded")
+    finally:
+        sys.setrecursionlimit(limit)
+
+
 def test_compiler_warnings_go_to_the_programs_stderr() -> None:
     printed: list[tuple[str, object]] = []
     result = run_program(

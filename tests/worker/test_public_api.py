@@ -21,13 +21,14 @@ def test_all_names_are_exported_and_nothing_else_is_public() -> None:
         "CallReply",
         "CallRequest",
         "CallStarter",
+        "CapturedOutput",
         "CompileFailure",
         "Containment",
         "Dimension",
         "Enforcement",
         "FailureKind",
+        "JsonValues",
         "Limits",
-        "Output",
         "OutputCapture",
         "Profile",
         "ProtocolError",
@@ -61,3 +62,10 @@ def test_importing_worker_imports_neither_ptc_nor_restrictedpython() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_every_public_entry_point_says_what_the_caller_gets() -> None:
+    from tests._docstrings import private_references, undocumented
+
+    assert undocumented(worker) == []
+    assert private_references(worker) == []

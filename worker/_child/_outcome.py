@@ -15,6 +15,7 @@ from typing import Any
 from .._errors import ProtocolError
 from .._framing import (
     MAX_FRAME_BYTES,
+    coroutine_name,
     encode,
     json_problem,
     json_size,
@@ -76,11 +77,8 @@ def check_result(value: Any, *, result_bytes: int) -> ProgramResult:
 
     Lone surrogates in its strings become U+FFFD (as in stdout and log records)."""
     if isinstance(value, Coroutine):  # `main()` or an SDK call in async code, never awaited
-        name = _coroutine_name(value)
-        try:  # closed, it does not warn "never awaited" too: this failure says it
-            value.close()
-        except Exception:  # noqa: BLE001, S110 - the program's own object
-            pass
+        name = coroutine_name(value)
+        _close_coroutines(value)
         # An `async def` of the program's can also be run from sync code; an SDK call cannot.
         run = (
             f", or `asyncio.run({name}(...))` outside async code"
@@ -94,6 +92,7 @@ def check_result(value: Any, *, result_bytes: int) -> ProgramResult:
         )
     problem = json_problem(value)
     if problem is not None:
+        _close_coroutines(value)
         return ProgramResult.failure(
             "invalid-result", f"the result must be a JSON value: {problem}"
         )
@@ -108,12 +107,26 @@ def check_result(value: Any, *, result_bytes: int) -> ProgramResult:
     return ProgramResult(ok=True, value=value)
 
 
-def _coroutine_name(value: object) -> str:
-    try:  # the program's own object: its attributes may do anything
-        name = getattr(value, "__qualname__", "")
-    except Exception:  # noqa: BLE001
-        name = ""
-    return name if type(name) is str and 0 < len(name) <= 100 else type(value).__name__
+_CLOSE_AT_MOST = 10_000
+
+
+def _close_coroutines(value: object) -> None:
+    """Close the coroutines a refused result holds (in lists and dicts, the first
+    :data:`_CLOSE_AT_MOST` items): the failure says they were never awaited, so they
+    do not warn it again when they are dropped."""
+    todo, seen = [value], 0
+    while todo and seen < _CLOSE_AT_MOST:
+        item = todo.pop()
+        seen += 1
+        if type(item) is list:
+            todo.extend(item)
+        elif type(item) is dict:
+            todo.extend(item.values())
+        elif isinstance(item, Coroutine):
+            try:
+                item.close()
+            except Exception:  # noqa: BLE001, S110 - the program's own object
+                pass
 
 
 def cap_detail(text: str) -> str:

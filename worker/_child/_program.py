@@ -2,11 +2,16 @@
 
 A top-level ``return v`` ends it with ``v``; otherwise the value of a trailing expression
 statement; otherwise ``None`` (``_source`` compiles it so). The module runs in a thread of
-its own, started for it: its frames are the first on that thread's stack, as a script's
-are (``sys.setrecursionlimit(10)`` works, a recursion fails where CPython's does, whoever
-called :func:`run_program`); where no thread can be started (the containment's write gate
-refuses ``clone``), on the caller's. A program that awaits at top level runs in
-``asyncio.run``.
+its own, started for it, as the thread's first frame: nothing of the runner's sits below
+it, so the recursion depth is a script's (``sys.setrecursionlimit(10)`` leaves a script's
+room, a recursion fails where and with the message CPython's does, whoever called
+:func:`run_program`). The module ends itself (``_source``): its outermost handler hands
+the exception to this runner, which formats it after the recursion limit is restored.
+A restricted program runs in a copy of the caller's context (its violations are recorded
+in a context variable: one more frame below it); a program that awaits at top level runs
+in ``asyncio.run``. Where no thread can be started (the containment's write gate refuses
+``clone``) the module runs on the caller's thread, and a thread start in the program
+raises CPython's ``RuntimeError`` with a note naming the alternatives.
 Exceptions become the traceback of the program's own frames, with the user's line
 numbers. Failures are data, never raised.
 
@@ -18,18 +23,21 @@ from __future__ import annotations
 
 import _thread
 import builtins
+import contextlib
 import contextvars
+import functools
 import sys
 import traceback
-from collections.abc import Callable, Sequence
-from types import TracebackType
-from typing import Any
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from types import FunctionType, TracebackType
+from typing import Any, NoReturn
 
 from ._outcome import ProgramResult, ProgramStop, cap_detail, check_result
 from ._source import (
     PROGRAM_FILENAME,
     CompiledProgram,
     CompileFailure,
+    ProgramEnd,
     ProgramReturn,
     compile_program,
 )
@@ -72,7 +80,7 @@ def run_program(
         env = {} if namespace is None else namespace
         env.update(restricted_globals(names=names, write=sink))
         with recording_violations() as record, printing_to(sink):
-            result = _run_module(compiled, env, code, sink)
+            result = _run_module(compiled, env, code, sink, in_context=True)
         violations = record
     else:
         table: object = builtins
@@ -104,54 +112,86 @@ def _run_module(
     env: dict[str, Any],
     code: str,
     warn: Callable[[str], object],
+    *,
+    in_context: bool = False,
 ) -> ProgramResult:
-    """Run the module in a fresh thread (in this thread's context: a restricted run's
-    violations are recorded by a context variable) and wait for its end."""
-    ended = _thread.allocate_lock()
-    ended.acquire()
-    box: list[ProgramResult] = []
-    limit = sys.getrecursionlimit()
-    single_threaded: list[bool] = []  # set when no thread could be started for the program
+    """Run the module as the first frame of a fresh thread (``in_context``: under
+    ``Context.run`` of a copy of this thread's context) and wait for its end."""
+    for text in compiled.warnings:
+        warn(text)
+    end = _End(sys.getrecursionlimit(), final=not compiled.is_async)
+    module = FunctionType(compiled.bind(end), env)  # module code: env is its globals and locals
+    target: Callable[[], object] = module
+    if compiled.is_async:
+        target = functools.partial(_run_async, module, end)
+    if in_context:
+        target = functools.partial(contextvars.copy_context().run, target)
+    try:
+        _thread.start_new_thread(target, ())
+        threads_refused = False
+    except RuntimeError:
+        threads_refused = True
+    if threads_refused:
+        # The containment refuses new threads (the keeper's write gate, a host without a
+        # tmpfs for the scratch quota): the module runs here (not inside the handler above,
+        # or the refusal would be the context of every exception it raises), a dozen
+        # frames deeper than a script's, and a thread it starts is refused with the fix.
+        with _threads_refused():
+            target()
+    end.finished.acquire()
+    error = end.error
+    if not end.done:
+        return ProgramResult.failure("exception", "the program's thread died")
+    if error is None:
+        return ProgramResult(ok=True, value=None)
+    if isinstance(error, ProgramReturn):
+        return ProgramResult(ok=True, value=error.value)
+    if isinstance(error, ProgramStop):
+        return ProgramResult.failure(error.kind, error.detail)
+    if isinstance(error, MemoryError):
+        return ProgramResult.failure("memory-limit", format_program_error(error, code))
+    return ProgramResult.failure("exception", format_program_error(error, code))
 
-    def main() -> None:  # the first frame of the program's thread
+
+class _End(ProgramEnd):
+    """How one run's module ends (``_source`` calls it): the exception it let out, the
+    recursion limit restored (a program may lower the process's, and whoever waits for it
+    sits deeper than its thread), then the waiter woken."""
+
+    def __init__(self, limit: int, *, final: bool) -> None:
+        self.limit = limit
+        self.final = final  # the module's end is the thread's (not inside asyncio.run)
+        self.error: BaseException | None = None
+        self.done = False
+        self.finished = _thread.allocate_lock()
+        self.finished.acquire()
+
+    def caught(self) -> None:
+        if self.error is None:
+            self.error = sys.exc_info()[1]
+
+    def ended(self) -> None:
+        if self.final:
+            self.finish()
+
+    def finish(self) -> None:
         try:
-            for text in compiled.warnings:
-                warn(text)
-            if compiled.is_async:
-                import asyncio
-
-                asyncio.run(eval(compiled.code, env))
-            else:
-                exec(compiled.code, env)
-            box.append(ProgramResult(ok=True, value=None))
-        except ProgramReturn as exc:
-            box.append(ProgramResult(ok=True, value=exc.value))
-        except ProgramStop as exc:
-            box.append(ProgramResult.failure(exc.kind, exc.detail))
-        except MemoryError as exc:
-            box.append(ProgramResult.failure("memory-limit", format_program_error(exc, code)))
-        except BaseException as exc:  # noqa: BLE001 - SystemExit etc. are program failures too
-            if single_threaded and _no_thread(exc):
-                exc.add_note(NO_THREADS_NOTE)
-            box.append(ProgramResult.failure("exception", format_program_error(exc, code)))
+            sys.setrecursionlimit(self.limit)
+            self.done = True
         finally:
-            # A program may lower the process's recursion limit; whoever waits for it
-            # sits deeper than its thread and must not trip over it.
-            sys.setrecursionlimit(limit)
-            ended.release()
+            self.finished.release()
+
+
+def _run_async(module: Callable[[], Coroutine[Any, Any, object]], end: _End) -> None:
+    """A module that awaits at top level: its coroutine in ``asyncio.run``."""
+    import asyncio
 
     try:
-        _thread.start_new_thread(contextvars.copy_context().run, (main,))
-    except RuntimeError:
-        # Where the containment refuses new threads (the keeper's write gate, a host
-        # without a tmpfs for the scratch quota), the program runs on this thread, a few
-        # frames deeper than a script's; not inside this handler, or the refusal would be
-        # the context of every exception the program raises.
-        single_threaded.append(True)
-    if single_threaded:
-        main()
-    ended.acquire()
-    return box[0] if box else ProgramResult.failure("exception", "the program's thread died")
+        asyncio.run(module())
+    except BaseException:  # noqa: BLE001 - asyncio.run's own failure is the program's end
+        end.caught()
+    finally:
+        end.finish()
 
 
 NO_THREADS_NOTE = (
@@ -159,20 +199,40 @@ NO_THREADS_NOTE = (
     "single thread). For concurrent tool calls use tools.<name>.map([...]), parallel(...) "
     "or asyncio.gather(...)."
 )
-"""Added to a program's uncaught "can't start new thread" where the containment refuses
-threads, so the model reads the fix, not only CPython's message."""
+"""The note on the ``RuntimeError`` a program gets when it starts a thread where the
+containment refuses threads, so the model reads the fix, not only CPython's message."""
+
+# Where a thread is started: ``threading`` keeps its own reference to ``_thread``'s.
+_THREAD_STARTS = (
+    ("_thread", "start_new_thread"),
+    ("_thread", "start_new"),
+    ("_thread", "start_joinable_thread"),
+    ("threading", "_start_new_thread"),
+    ("threading", "_start_joinable_thread"),
+)
 
 
-def _no_thread(exc: BaseException) -> bool:
-    """Whether ``exc`` (or what caused it) is CPython's refusal to start a thread."""
-    current: BaseException | None = exc
-    seen: list[BaseException] = []
-    while current is not None and current not in seen and len(seen) < 5:
-        if isinstance(current, RuntimeError) and "can't start new thread" in str(current):
-            return True
-        seen.append(current)
-        current = current.__cause__ or current.__context__
-    return False
+def _refused_thread(*args: object, **kwargs: object) -> NoReturn:
+    error = RuntimeError("can't start new thread")  # CPython's own refusal, with the fix
+    error.add_note(NO_THREADS_NOTE)
+    raise error
+
+
+@contextlib.contextmanager
+def _threads_refused() -> Iterator[None]:
+    """While the module runs on the caller's thread because no thread could be started:
+    every way to start one raises at once (the containment would refuse it anyway)."""
+    replaced: list[tuple[object, str, object]] = []
+    for module_name, name in _THREAD_STARTS:
+        found = sys.modules.get(module_name)
+        if found is not None and hasattr(found, name):
+            replaced.append((found, name, getattr(found, name)))
+            setattr(found, name, _refused_thread)
+    try:
+        yield
+    finally:
+        for owner, name, original in replaced:
+            setattr(owner, name, original)
 
 
 def format_program_error(exc: BaseException, code: str) -> str:

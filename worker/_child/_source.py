@@ -16,6 +16,12 @@ in the code object's constants (no name a program could see or shadow), and ever
 ``except:`` around a ``return`` does not swallow it (as in a function). Line and column
 numbers stay the user's.
 
+The module ends itself: its body (after the docstring and ``from __future__`` imports) is
+wrapped in a ``try`` whose handler and ``finally`` call a :class:`ProgramEnd` stored in the
+code object's constants, so a runner can run the module as the first frame of a thread,
+with no frame of its own below it, as a script's module runs (:meth:`CompiledProgram.bind`;
+``exec`` of the unbound code behaves as a plain module).
+
 Compiling never writes to the process's stderr: the warnings the compiler emits are
 captured (:attr:`CompiledProgram.warnings`), and the runner prints them to the program's
 own output. Standard library only (the restricted profile loads RestrictedPython's
@@ -72,6 +78,22 @@ class ProgramReturn(BaseException):  # noqa: N818 - not an error: how a program 
         return cls(value)
 
 
+class ProgramEnd:
+    """What a compiled module calls as it ends: :meth:`caught` in its outermost handler,
+    with every exception the module lets out being handled, then :meth:`ended` last,
+    whatever happened. A runner binds its own (:meth:`CompiledProgram.bind`); this default
+    lets the exception out, as a module's code would."""
+
+    def caught(self) -> None:
+        raise  # noqa: PLE0704 - the exception the module's handler is handling
+
+    def ended(self) -> None:
+        return None
+
+
+_UNBOUND = ProgramEnd()
+
+
 def program_size_problem(code: str) -> str | None:
     """Why ``code`` is too large to be a program, or ``None`` (the ``preflight`` check that
     comes before every other)."""
@@ -106,6 +128,12 @@ class CompiledProgram:
     warnings: tuple[str, ...] = ()
     """The compiler's warnings, as CPython prints them (``<program>:3: SyntaxWarning:
     ...``), for the program's stderr."""
+
+    def bind(self, end: ProgramEnd) -> CodeType:
+        """The module code calling ``end`` as it ends instead of the default
+        :class:`ProgramEnd` (which lets every exception out)."""
+        consts = tuple(end if c is _UNBOUND else c for c in self.code.co_consts)
+        return self.code.replace(co_consts=consts)
 
 
 def parse_program(code: str) -> ast.Module | CompileFailure:
@@ -172,7 +200,8 @@ def compile_program(
         return CompileFailure(
             kind="syntax", detail=cap_detail(f"the program cannot be compiled: {exc}")
         )
-    consts = tuple(ProgramReturn if c == token else c for c in compiled.co_consts)
+    slots = {token: ProgramReturn, f"{token}-end": _UNBOUND}
+    consts = tuple(slots.get(c, c) if type(c) is str else c for c in compiled.co_consts)
     lines = code.splitlines()
     shown = tuple(
         _format_warning(w, lines) for w in caught if issubclass(w.category, _SHOWN_WARNINGS)
@@ -273,7 +302,37 @@ def _as_module(tree: ast.Module, token: str) -> ast.Module:
                     type=ast.Constant(token), name=None, body=[ast.Raise(exc=None, cause=None)]
                 )
                 node.handlers.insert(0, ast.copy_location(guard, node.handlers[0]))
+    module.body = _ending_itself(module.body, f"{token}-end")
     return ast.fix_missing_locations(module)
+
+
+def _ending_itself(body: list[ast.stmt], token: str) -> list[ast.stmt]:
+    """``body`` wrapped in ``try: ... except: <end>.caught() finally: <end>.ended()``, the
+    constant ``token`` replaced by a :class:`ProgramEnd` after compiling. The docstring
+    and the ``from __future__`` imports stay in front (they must open the module)."""
+    head = 0
+    if len(body) > 1 and isinstance(body[0], ast.Expr):
+        docstring = body[0].value
+        head = int(isinstance(docstring, ast.Constant) and isinstance(docstring.value, str))
+    while (
+        head < len(body)
+        and isinstance(body[head], ast.ImportFrom)
+        and body[head].module == "__future__"  # type: ignore[attr-defined]
+    ):
+        head += 1
+    rest = body[head:] or [ast.Pass()]
+    where = rest[0]
+
+    def call(method: str) -> ast.stmt:
+        # A method of the constant: a constant called directly makes the compiler warn.
+        func = ast.Attribute(value=ast.Constant(token), attr=method, ctx=ast.Load())
+        return ast.copy_location(ast.Expr(ast.Call(func=func, args=[], keywords=[])), where)
+
+    handler = ast.copy_location(
+        ast.ExceptHandler(type=None, name=None, body=[call("caught")]), where
+    )
+    wrapper = ast.Try(body=rest, handlers=[handler], orelse=[], finalbody=[call("ended")])
+    return [*body[:head], ast.copy_location(wrapper, where)]
 
 
 def _syntax_failure(exc: SyntaxError, code: str) -> CompileFailure:

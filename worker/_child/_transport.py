@@ -102,10 +102,6 @@ class ChannelTransport:
         self._waiting: set[int] = set()
         self._reading = False
 
-    @property
-    def calls_made(self) -> int:
-        return self._next_id - 1
-
     def call_batch(self, calls: list[tuple[str, dict[str, Any]]]) -> list[tuple[bool, Any]]:
         for tool, arguments in calls:
             problem = json_problem(arguments)

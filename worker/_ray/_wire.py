@@ -26,11 +26,11 @@ from .._types import (
     MIB,
     CallReply,
     CallRequest,
+    CapturedOutput,
     Containment,
     Dimension,
     Enforcement,
     Limits,
-    Output,
     RunOutcome,
     RunRequest,
     RunStats,
@@ -295,7 +295,7 @@ def decode_outcome(event: Event, node: str, session_bytes: int = 16 * MIB) -> Ru
         value=event.get("value"),
         kind=kind,
         detail=_field(event, "detail", str, "outcome"),
-        output=Output(
+        output=CapturedOutput(
             text=_field(out, "text", str, "outcome.output"),
             total_bytes=_field(out, "total_bytes", int, "outcome.output"),
             truncated=_field(out, "truncated", bool, "outcome.output"),
