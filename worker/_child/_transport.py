@@ -81,8 +81,24 @@ def _check_sizes(calls: list[tuple[str, dict[str, Any]]]) -> None:
             )
 
 
+class _Waiting:
+    """One batch's answers as they arrive: a slot per call, and how many are still due."""
+
+    __slots__ = ("answers", "due", "first")
+
+    def __init__(self, first: int, count: int) -> None:
+        self.first = first
+        self.due = count
+        self.answers: list[tuple[bool, Any]] = [(False, None)] * count
+
+
 class ChannelTransport:
-    """``call_batch`` over the channel; safe to call from several threads at once."""
+    """``call_batch`` over the channel; safe to call from several threads at once.
+
+    Linear in the number of calls: each result goes straight to its batch's slot (a dict
+    from call id to the waiting batch), and a batch waits on a count of answers still due,
+    never by scanning its ids again. Waiting threads are woken only when a batch completes
+    or the reader leaves, not per frame."""
 
     def __init__(
         self,
@@ -98,9 +114,10 @@ class ChannelTransport:
         self._on_stop = on_stop
         self._cond = threading.Condition()
         self._next_id = 1
-        self._results: dict[int, tuple[bool, Any]] = {}
-        self._waiting: set[int] = set()
+        self._waiting: dict[int, _Waiting] = {}
         self._reading = False
+        self.frames_routed = 0
+        """Result frames routed so far (a test counts the work a batch costs)."""
 
     @property
     def calls_made(self) -> int:
@@ -141,31 +158,46 @@ class ChannelTransport:
                 # large frame needs them measured one by one.
                 _check_sizes(calls)
             self._next_id = first + len(calls)
-            self._waiting.update(ids)
+            waiting = _Waiting(first, len(calls))
+            self._waiting.update(dict.fromkeys(ids, waiting))
             # Sent while holding the lock so call frames leave in id order.
             self._channel.send_encoded(data)
-            while not all(i in self._results for i in ids):
+            while waiting.due:
                 if self._reading:
                     self._cond.wait()
                     continue
-                self._reading = True
+                self._read_until_done(waiting)
+            return waiting.answers
+
+    def _read_until_done(self, waiting: _Waiting) -> None:
+        """Be the reader (the lock held on entry and exit, released while reading) until
+        ``waiting`` has every answer; other batches completed meanwhile are woken."""
+        self._reading = True
+        try:
+            while waiting.due:
                 self._cond.release()
                 try:
                     frame = self._channel.recv()
                 finally:
                     self._cond.acquire()
-                    self._reading = False
-                self._route(frame)
-                self._cond.notify_all()
-            return [self._results.pop(i) for i in ids]
+                done = self._route(frame)
+                if done is not None and done is not waiting:
+                    self._cond.notify_all()
+        finally:
+            self._reading = False
+            self._cond.notify_all()  # someone else still waiting reads from here on
 
-    def _route(self, frame: Frame) -> None:
+    def _route(self, frame: Frame) -> _Waiting | None:
+        """File one result in its batch; the batch when that was its last answer."""
         call_id = frame.get("id")
-        if frame["type"] != "result" or call_id not in self._waiting:
+        waiting = self._waiting.pop(call_id, None) if frame["type"] == "result" else None
+        if waiting is None:
             os._exit(_EXIT_HOST_GONE)  # the host answered something never asked: fatal
         assert isinstance(call_id, int)
-        self._waiting.discard(call_id)
+        self.frames_routed += 1
         if frame["ok"]:
-            self._results[call_id] = (True, frame["value"])
+            waiting.answers[call_id - waiting.first] = (True, frame["value"])
         else:
-            self._results[call_id] = (False, (frame["code"], frame["message"]))
+            waiting.answers[call_id - waiting.first] = (False, (frame["code"], frame["message"]))
+        waiting.due -= 1
+        return waiting if waiting.due == 0 else None
