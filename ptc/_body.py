@@ -39,10 +39,12 @@ __all__ = (
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class BodyResult:
-    """Internal: a body's value plus ``meta`` to freeze into ``ToolResult.meta``."""
+    """Internal: a body's value plus ``meta`` to freeze into ``ToolResult.meta`` (and,
+    when set, the content the model sees instead of ``render(value)``)."""
 
     value: JSONLike
     meta: Mapping[str, JSONLike]
+    content: Sequence[ContentBlock] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +138,14 @@ async def _run_body(definition: ToolDefinition, execution: ToolExecution) -> Too
     presentation = execution.parent is None
     call_id = execution.call_id
     if isinstance(value, BodyResult):
-        return check_output(definition, call_id, value.value, value.meta, presentation=presentation)
+        return check_output(
+            definition,
+            call_id,
+            value.value,
+            value.meta,
+            presentation=presentation,
+            content=value.content,
+        )
     if isinstance(value, ToolReturn):
         return check_output(
             definition, call_id, value.value, None, presentation=presentation, content=value.content

@@ -13,7 +13,6 @@ answered by :class:`~ptc._host_operations.CatalogOperations`.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import OrderedDict
@@ -46,41 +45,28 @@ from ._prompt import (
     RUN_CODE,
     RUN_CODE_INPUT_SCHEMA,
     RUN_CODE_OUTPUT_SCHEMA,
+    render_run_code,
     run_code_description,
     sdk_header,
 )
 from ._rebuilds import Rebuilds
 from ._replay import RunSuspended
-from ._results import ContentBlock, ToolResult
+from ._results import ToolResult
 from ._run import ProgramRun, fail_run
 from ._scopes import Scope
 from ._sdks import SdkBuilder, SdkRequest, default_cache_dir
 from ._suspensions import Suspension, SuspensionStore
 from ._tools import Output, ToolContext, ToolDefinition, define_tool
 
-__all__ = ("CodeMode", "render_run_code")
+__all__ = ("CodeMode",)
 
 _CACHE_ENTRIES = 128
 # Programs up to this size (python profile) are pre-flighted on the event loop: parsing and
 # compiling them takes well under a millisecond here, less than a hop to a worker thread.
 _INLINE_PREFLIGHT_CHARS = 256
-_NO_OUTPUT = "(run_code completed with no output)"
 _PENDING_STUB = (
     "# The SDK of this scope is being generated; call scope.sdk() or await scope.prepare().\n"
 )
-
-
-def render_run_code(value: JSON) -> list[ContentBlock]:
-    """The captured output, then the result (a string as is, else JSON indented 2)."""
-    parts: list[str] = []
-    stdout = value.get("stdout", "") if isinstance(value, Mapping) else ""
-    result = value.get("result") if isinstance(value, Mapping) else None
-    if isinstance(stdout, str) and stdout:
-        parts.append(stdout.rstrip("\n"))
-    if result is not None:
-        parts.append(result if isinstance(result, str) else json.dumps(result, indent=2))
-    text = "\n".join(parts)
-    return [{"type": "text", "text": text or _NO_OUTPUT}]
 
 
 class CodeMode:

@@ -1,14 +1,19 @@
-"""The model-facing text of code mode: the ``run_code`` schema, its description, the SDK header.
+"""The model-facing text of code mode: the ``run_code`` schema, its description, the SDK
+header, and the content of its result (``render_run_code``).
 
 Everything here is deterministic so the text is byte-stable for a given set of tools.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from worker import MAX_PROGRAM_BYTES, Limits
+
+from ._json import JSON
+from ._results import ContentBlock
 
 RUN_CODE = "run_code"
 
@@ -133,3 +138,20 @@ def _size(n: int) -> str:
     if n % 1024 == 0:
         return f"{n // 1024} KiB"
     return f"{n} bytes"
+
+
+_NO_OUTPUT = "(run_code completed with no output)"
+
+
+def render_run_code(value: JSON, note: str = "") -> list[ContentBlock]:
+    """The captured output, then the result (a string as is, else JSON indented 2), then
+    ``note`` (a line the host adds, e.g. that the dispatch log was summarised)."""
+    parts: list[str] = []
+    stdout = value.get("stdout", "") if isinstance(value, Mapping) else ""
+    result = value.get("result") if isinstance(value, Mapping) else None
+    if isinstance(stdout, str) and stdout:
+        parts.append(stdout.rstrip("\n"))
+    if result is not None:
+        parts.append(result if isinstance(result, str) else json.dumps(result, indent=2))
+    text = "\n".join(parts) or _NO_OUTPUT
+    return [{"type": "text", "text": f"{text}\n{note}" if note else text}]

@@ -25,7 +25,6 @@ run's dispatch log (``_dispatch_log``).
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -35,7 +34,6 @@ from typing import NoReturn
 import anyio
 
 from worker import (
-    HOST_OPERATION_MARK,
     CallBatch,
     CallReply,
     CallRequest,
@@ -45,16 +43,15 @@ from worker import (
     WorkerBackend,
 )
 
+from ._batches import Batches
 from ._body import BodyFailure, BodyResult
 from ._code_output import OutputRelay
 from ._detached import DetachedGroup
 from ._dispatch_log import DispatchLog
 from ._events import OUTPUT, logger
 from ._json import JSON, thaw
-from ._pipeline import CallSite
+from ._prompt import render_run_code
 from ._replay import CallRecord, Replay
-from ._results import ToolResult
-from ._scheduler import Scheduler, ToolCall
 from ._scopes import Scope, call_site
 from ._signals import CancelSignal, fuse, on_cancel
 from ._tools import ToolExecution
@@ -72,12 +69,18 @@ def failure_message(kind: str, detail: str, output: str) -> str:
 
 
 def fail_run(
-    kind: str, detail: str, output: str = "", meta: dict[str, JSON] | None = None
+    kind: str,
+    detail: str,
+    output: str = "",
+    meta: dict[str, JSON] | None = None,
+    note: str = "",
 ) -> NoReturn:
-    """End ``run_code`` as ``CODE_RUN_FAILED`` of ``kind``; ``meta["failure"]`` says so."""
+    """End ``run_code`` as ``CODE_RUN_FAILED`` of ``kind``; ``meta["failure"]`` says so.
+    ``note``: a line the host adds after the message (the dispatch log was summarised)."""
     meta = {} if meta is None else meta
     meta["failure"] = {"kind": kind, "detail": detail}
-    raise BodyFailure("CODE_RUN_FAILED", failure_message(kind, detail, output), meta)
+    message = failure_message(kind, detail, output)
+    raise BodyFailure("CODE_RUN_FAILED", f"{message}\n{note}" if note else message, meta)
 
 
 class HostOperations(ABC):
@@ -114,18 +117,27 @@ class ProgramRun:
         self.lifetime = CancelSignal()
         self.signal, self._detach = fuse(signal, self.lifetime)
         self.halt = CancelSignal()
-        self.scheduler = Scheduler(limits.max_parallel_calls)
         self.started = started
         self.deadline = started + limits.wall_seconds
         self.dispatch_log = DispatchLog(execution, scope)
         self.record = CallRecord(execution.call_id, replay, self.abort)
-        self._count = 0
         self._abort = anyio.Event()
         self._abort_reason = ""
         # The run's nested calls: each batch in a task of this detached group.
         self._calls = DetachedGroup(f"ptc-run-calls:{execution.call_id}")
-        self._in_flight: dict[str, str] = {}
-        self._host_operations = host_operations or _NoHostOperations()
+        operations = host_operations or _NoHostOperations()
+        self._batches = Batches(
+            execution,
+            scope,
+            max_parallel_calls=limits.max_parallel_calls,
+            signal=self.signal,
+            lifetime=self.lifetime,
+            halt=self.halt,
+            dispatch_log=self.dispatch_log,
+            record=self.record,
+            answer_operation=operations.answer,
+            group=self._calls,
+        )
 
     def abort(self, reason: str) -> None:
         """Kill the worker; the run ends as ``abort`` (the runtime is closing)."""
@@ -200,7 +212,7 @@ class ProgramRun:
         with anyio.move_on_after(DRAIN_GRACE_S):
             await calls.done.wait()
         if not calls.done.is_set():
-            stuck = ", ".join(f"{cid} ({name})" for cid, name in self._in_flight.items())
+            stuck = self._batches.in_flight()
             logger.warning(
                 "run_code %s: nested call(s) %s did not stop when cancelled at the end of the "
                 "run; abandoned (still running in the background)",
@@ -218,96 +230,9 @@ class ProgramRun:
 
     def start_batch(self, pending: CallBatch) -> None:
         """Dispatch a batch in the run's detached group, so a batch in flight when the
-        worker dies still drains before ``run_code`` returns; the task itself answers it
+        worker dies still drains before ``run_code`` returns; the job itself answers it
         (no task of the backend's waits for the replies: the nested-call hot path)."""
-        self._calls.start_soon(self._answer, self._numbered(pending.calls), pending)
-
-    async def _answer(
-        self, batch: list[tuple[int, ToolCall | CallRequest]], pending: CallBatch
-    ) -> None:
-        try:
-            replies = await self._dispatch(batch)
-        except Exception as exc:  # a host bug: the backend kills the run and re-raises it
-            pending.fail(exc)
-            raise
-        await pending.reply(replies)
-
-    def _numbered(self, calls: Sequence[CallRequest]) -> list[tuple[int, ToolCall | CallRequest]]:
-        """Each tool call numbered from 1 in submission order (its ``<outer>:ptc:<n>``);
-        a host operation gets 0 and stays a request."""
-        batch: list[tuple[int, ToolCall | CallRequest]] = []
-        for call in calls:
-            if HOST_OPERATION_MARK in call.tool:
-                batch.append((0, call))
-                continue
-            self._count += 1
-            call_id = f"{self.execution.call_id}:ptc:{self._count}"
-            batch.append((self._count, ToolCall(call.tool, call.arguments, call_id=call_id)))
-        return batch
-
-    async def _dispatch(self, batch: list[tuple[int, ToolCall | CallRequest]]) -> list[CallReply]:
-        operations = [(i, c) for i, (_, c) in enumerate(batch) if isinstance(c, CallRequest)]
-        calls = [(n, c) for n, c in batch if isinstance(c, ToolCall)]
-        replies = dict(zip((n for n, _ in calls), await self._dispatch_calls(calls), strict=True))
-        answers = {i: await self._host_operations.answer(op) for i, op in operations}
-        return [answers[i] if n == 0 else replies[n] for i, (n, _) in enumerate(batch)]
-
-    async def _dispatch_calls(self, batch: list[tuple[int, ToolCall]]) -> list[CallReply]:
-        if not batch:
-            return []
-        for _, call in batch:
-            self._in_flight[call.call_id or ""] = call.name
-        try:
-            answered: dict[int, CallReply] = {}
-            live: list[tuple[int, ToolCall]] = []
-            for n, call in batch:
-                recorded = self.record.replayed(n, call)
-                if self.record.diverged:
-                    answered[n] = CallReply.failure("CANCELLED", "the run is ending")
-                elif recorded is not None:
-                    answered[n] = self.record.answer_replayed(n, recorded)
-                    self.dispatch_log.replayed(call, recorded)
-                else:
-                    live.append((n, call))
-            if live:
-                await self._run_live(live, answered)
-            return [answered[n] for n, _ in batch]
-        finally:
-            for _, call in batch:
-                self._in_flight.pop(call.call_id or "", None)
-
-    async def _run_live(
-        self, live: list[tuple[int, ToolCall]], answered: dict[int, CallReply]
-    ) -> None:
-        started = time.perf_counter()
-        calls = [call for _, call in live]
-        # The site is taken per call: visibility is re-checked at dispatch time.
-        results = await self.scheduler.run(
-            self._site,
-            calls,
-            signal=self.signal,
-            parent=self.execution.token,
-            root_call_id=self.execution.root_call_id,
-            halt=self.halt,
-        )
-        duration_ms = (time.perf_counter() - started) * 1000
-        for (n, call), result in zip(live, results, strict=True):
-            if _code(result) == "SUSPENDED":
-                self.record.suspend(n, call, result)
-                answered[n] = CallReply.failure("SUSPENDED", "the run is suspended")
-                continue
-            answered[n] = _reply(result)
-            if _abandoned(result, self.lifetime, self.halt):
-                continue
-            logged = await self.dispatch_log.live(call, result, duration_ms)
-            self.record.completed(n, call, answered[n], logged)
-
-    def _site(self, call: ToolCall) -> CallSite:
-        site = call_site(self.scope)
-        approver = self.record.approver(call)
-        if approver is not None:
-            site = dataclasses.replace(site, approver=approver)
-        return site
+        self._batches.start(pending)
 
     def _result(self, outcome: RunOutcome) -> BodyResult:
         output = outcome.output
@@ -319,24 +244,31 @@ class ProgramRun:
             "stats": thaw(stats.as_json()),
             "output": {"total_bytes": output.total_bytes, "truncated": output.truncated},
         }
+        note = ""
+        summary = self.dispatch_log.summary()
+        if summary is not None:
+            meta["dispatch_log_summary"] = summary
+            note = _summary_note(summary)
         if self.record.diverged:
-            return fail_run("replay-diverged", self.record.diverged, output.text, meta)
+            return fail_run("replay-diverged", self.record.diverged, output.text, meta, note)
         suspended = self.record.suspension(output.text, meta)
         if suspended is not None:
             raise suspended
         if self.caller.cancelled:
             message = f"tool call aborted\nCaptured output:\n{output.text}"
-            raise BodyFailure("ABORTED", message, meta)
+            raise BodyFailure("ABORTED", f"{message}\n{note}" if note else message, meta)
         if outcome.ok:
             missed = self.record.missed_pending()
             if missed:
-                return fail_run("replay-diverged", missed, output.text, meta)
-            return BodyResult(value={"result": outcome.value, "stdout": output.text}, meta=meta)
+                return fail_run("replay-diverged", missed, output.text, meta, note)
+            value: JSON = {"result": outcome.value, "stdout": output.text}
+            content = render_run_code(value, note) if note else None
+            return BodyResult(value=value, meta=meta, content=content)
         kind = outcome.kind or "worker-exit"
         detail = outcome.detail
         if kind == "abort" and self._abort_reason:
             detail = self._abort_reason
-        return fail_run(kind, detail, output.text, meta)
+        return fail_run(kind, detail, output.text, meta, note)
 
 
 class _RunCalls:
@@ -382,16 +314,9 @@ class _AwaitedBatch:
         return self._replies
 
 
-def _code(result: ToolResult) -> str | None:
-    return result.error.code if result.error is not None else None
-
-
-def _abandoned(result: ToolResult, lifetime: CancelSignal, halt: CancelSignal) -> bool:
-    ended = lifetime.cancelled or halt.cancelled
-    return ended and _code(result) == "ABORTED_BEFORE_DISPATCH"
-
-
-def _reply(result: ToolResult) -> CallReply:
-    if result.error is not None:
-        return CallReply.failure(result.error.code, result.error.message)
-    return CallReply.success(thaw(result.value))
+def _summary_note(summary: dict[str, JSON]) -> str:
+    """The line the model reads when the run's dispatch log was summarised."""
+    return (
+        f"[ptc: this run made {summary['calls']} tool calls; the host's dispatch log keeps "
+        f"the first {summary['limit']} and counts the other {summary['omitted']} by tool]"
+    )

@@ -38,6 +38,9 @@ MAX_LOG_NAME_CHARS = 256
 """Longest logger or level name in a ``log`` record."""
 MAX_DONE_DETAIL_CHARS = 32 * 1024
 """Longest failure detail in ``done`` (the child caps its own at half of this)."""
+CALLS_PER_FRAME = 256
+"""Most calls the child puts in one ``call`` frame: a larger batch spans several (``more``),
+so the host decodes and checks a batch of any size in pieces of bounded work."""
 
 CHILD_FAILURE_KINDS = frozenset(
     ("exception", "policy", "invalid-result", "memory-limit", "syntax")
@@ -116,20 +119,26 @@ def _positive_int(value: object) -> None:
         raise _Mismatch("must be at least 1")
 
 
-def _record(spec: Mapping[str, Check]) -> Check:
-    """An object with exactly the fields of ``spec``, each passing its check."""
+def _record(spec: Mapping[str, Check], optional: Mapping[str, Check] | None = None) -> Check:
+    """An object with exactly the fields of ``spec`` (and any of ``optional``), each
+    passing its check."""
     names = frozenset(spec)
+    allowed = names | frozenset(optional or {})
     checks = tuple(spec.items())
+    optional_checks = tuple((optional or {}).items())
 
     def check(value: object) -> None:
         _OBJECT(value)
         assert isinstance(value, dict)
+        present = checks
         if value.keys() != names:
-            extra = sorted(set(value) - names)
+            extra = sorted(set(value) - allowed)
             if extra:
                 raise _Mismatch(f"unknown field(s) {extra}")
-            raise _Mismatch(f"missing field(s) {sorted(names - set(value))}")
-        for name, field_check in checks:
+            if not names <= value.keys():
+                raise _Mismatch(f"missing field(s) {sorted(names - set(value))}")
+            present = checks + tuple((n, c) for n, c in optional_checks if n in value)
+        for name, field_check in present:
             try:
                 field_check(value[name])
             except _Mismatch as exc:
@@ -193,6 +202,8 @@ class FrameSchema:
     fields: Mapping[str, Check]
     failed: Mapping[str, Check] | None = None
     """When set, the frame carries ``ok``: ``true`` adds :attr:`fields`, ``false`` these."""
+    optional: Mapping[str, Check] | None = None
+    """Fields the frame may carry besides :attr:`fields`."""
 
 
 _ENFORCEMENT = _record(
@@ -220,9 +231,7 @@ HOST_OPERATIONS: Mapping[str, Check] = {
     "catalog:search": _record(
         {"query": _text(MAX_SEARCH_QUERY_CHARS), "limit": _int_range(1, MAX_SEARCH_LIMIT)}
     ),
-    "catalog:describe": _record(
-        {"idents": _list_of(_text(MAX_DESCRIBE_IDENT_CHARS), min_items=1)}
-    ),
+    "catalog:describe": _record({"idents": _list_of(_text(MAX_DESCRIBE_IDENT_CHARS), min_items=1)}),
 }
 """Host operation -> the check of its arguments (``catalog.search`` / ``catalog.describe``)."""
 
@@ -261,7 +270,11 @@ _LOG_RECORD = _record(
 SCHEMAS: Mapping[Sender, Mapping[str, FrameSchema]] = {
     "child": {
         "ready": FrameSchema({"pid": _INT, "enforcement": _map_of(DIMENSIONS, _ENFORCEMENT)}),
-        "call": FrameSchema({"calls": _list_of(_call_entry, min_items=1)}),
+        # A batch over CALLS_PER_FRAME calls spans several frames: all but its last say
+        # ``more`` (true), and the host starts the batch once its last frame is in.
+        "call": FrameSchema(
+            {"calls": _list_of(_call_entry, min_items=1)}, optional={"more": _exact(bool)}
+        ),
         "stdout": FrameSchema({"data": _STR}),
         "log": FrameSchema({"record": _LOG_RECORD}),
         "done": FrameSchema(
@@ -293,8 +306,9 @@ SCHEMAS: Mapping[Sender, Mapping[str, FrameSchema]] = {
 
 def _frame_check(schema: FrameSchema, ok: bool) -> Check:
     if schema.failed is None:
-        return _record({"type": _STR, **schema.fields})
-    return _record({"type": _STR, "ok": _any, **(schema.fields if ok else schema.failed)})
+        return _record({"type": _STR, **schema.fields}, schema.optional)
+    fields = schema.fields if ok else schema.failed
+    return _record({"type": _STR, "ok": _any, **fields}, schema.optional)
 
 
 # Built once: (sender, type, ok) -> the check of the whole frame.

@@ -14,8 +14,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import os
-import signal
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -25,10 +23,12 @@ import anyio.abc
 
 from ._abc import CallHandler, CallStarter, StdoutListener
 from ._child_handle import ChildHandle
+from ._death_cause import death_cause
 from ._errors import ProtocolError, WorkerError
 from ._framing import Frame, encode, json_problem, json_size, scrub_surrogates, scrub_text
 from ._messages import MAX_CALL_ARGUMENTS_BYTES
 from ._output import OutputCapture
+from ._pacing import Pacer
 from ._timing import timing_mark
 from ._types import (
     CallReply,
@@ -46,7 +46,6 @@ _REWRITE_GROWTH = 5
 """How much longer decoded JSON can get written out compactly than the text it was read
 from: only numbers grow (``1e15`` is written ``1000000000000000.0``, 4.5 times), escapes
 and whitespace shrink."""
-DEATH_REPORT_S = 1.0
 
 
 class RunLoop:
@@ -77,6 +76,8 @@ class RunLoop:
         self.log_bytes = 0
         self.last_id = 0
         self.done: Frame | None = None
+        self._batch: list[CallRequest] = []
+        """The calls of a batch whose frames are still coming (``more``)."""
         self.peak_memory_kib: int | None = None
         """The child's peak memory when the host measured it (cgroup or ``VmHWM``)."""
         self.cpu_ms = 0.0
@@ -226,9 +227,7 @@ class RunLoop:
         self._eof = True
         return None if self.done is not None else await self._death(child)
 
-    def _handle(
-        self, frame: Frame, child: ChildHandle, tg: anyio.abc.TaskGroup
-    ) -> Kill | None:
+    def _handle(self, frame: Frame, child: ChildHandle, tg: anyio.abc.TaskGroup) -> Kill | None:
         """One frame in its place in the run: ``None`` to go on, else why the run ends."""
         limits = self.request.limits
         kind = frame["type"]
@@ -237,6 +236,7 @@ class RunLoop:
         if kind == "ready":
             return ("protocol", "second ready frame")
         if kind == "call":
+            requests = self._batch
             for call in frame["calls"]:
                 if call["id"] <= self.last_id:
                     return ("protocol", f"call id {call['id']} does not increase")
@@ -245,13 +245,15 @@ class RunLoop:
                 if problem is not None:
                     return ("protocol", f"call {call['id']}: {problem}")
                 scrub_surrogates(call)
+                requests.append(
+                    CallRequest(id=call["id"], tool=call["tool"], arguments=call["arguments"])
+                )
             self.calls += len(frame["calls"])
             if self.calls > limits.max_calls:
                 return ("call-limit", f"more than {limits.max_calls} tool calls")
-            requests = [
-                CallRequest(id=c["id"], tool=c["tool"], arguments=c["arguments"])
-                for c in frame["calls"]
-            ]
+            if frame.get("more"):
+                return None  # the batch goes on in the next call frame
+            self._batch = []
             if self._starter is not None:
                 self._starter.start(_Batch(self, child, requests))
             else:
@@ -270,6 +272,8 @@ class RunLoop:
             _emit_log(record)
         elif kind == "done":
             timing_mark("done")
+            if self._batch:
+                return ("protocol", "done before the last frame of a batch")
             problem = self._done_problem(frame)
             if problem is not None:
                 return ("protocol", problem)
@@ -329,43 +333,35 @@ class RunLoop:
             error = WorkerError(f"handler returned {len(replies)} replies for {len(requests)}")
             self.handler_failed(error)
             return
-        data = b"".join(
-            _result_frame(r.id, reply) for r, reply in zip(requests, replies, strict=True)
-        )
+        # Encoded and sent in pieces of one slice of work each (``_pacing``): a batch of
+        # any size never holds the event loop for long.
+        pacer = Pacer()
+        pieces: list[bytes] = []
         with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            if not self._send_lock.locked():
-                # Nobody else is sending: write what the socket takes now, without an
-                # event-loop round; only a remainder waits (under the lock, in order).
-                data = data[child.channel.send_nowait(data) :]
-                if not data:
-                    return
-            async with self._send_lock:
-                await child.channel.send(data)
+            for request, reply in zip(requests, replies, strict=True):
+                pieces.append(_result_frame(request.id, reply))
+                if pacer.due():
+                    await self._send(child, b"".join(pieces))
+                    pieces.clear()
+                    await pacer.tick()
+            await self._send(child, b"".join(pieces))
+
+    async def _send(self, child: ChildHandle, data: bytes) -> None:
+        """Write whole frames, in order with every other sender's."""
+        if not data or self._ended:
+            return
+        if not self._send_lock.locked():
+            # Nobody else is sending: write what the socket takes now, without an
+            # event-loop round; only a remainder waits (under the lock, in order).
+            data = data[child.channel.send_nowait(data) :]
+            if not data:
+                return
+        async with self._send_lock:
+            await child.channel.send(data)
 
     async def _death(self, child: ChildHandle) -> Kill:
         """The child's channel closed without ``done``: find out why it died."""
-        broken = ""
-        with anyio.move_on_after(DEATH_REPORT_S):
-            try:
-                await child.keeper.wait_exit()
-            except WorkerError as exc:
-                broken = f" (the keeper broke its protocol: {exc})"
-        limits = self.request.limits
-        if child.cgroups.oom_killed():
-            return ("memory-limit", f"killed at the memory limit of {limits.memory_mib} MiB")
-        report = child.keeper.exit
-        if report is None:
-            return ("worker-exit", f"the child exited without an exit status{broken}")
-        if report.cause:  # the keeper killed it (its scratch quota), and says for what
-            return ("worker-exit", f"the child was {report.cause}")
-        if report.cpu_limit:
-            # The keeper's finding: the kernel's RLIMIT_CPU clock passed the soft limit and
-            # the child died of SIGXCPU (its handler), or of the hard limit's SIGKILL.
-            return ("cpu-limit", f"CPU time limit of {limits.cpu_seconds:g} s exceeded")
-        status = report.status
-        if os.WIFSIGNALED(status):
-            return ("worker-exit", f"the child was killed by {_signal_name(os.WTERMSIG(status))}")
-        return ("worker-exit", f"the child exited with status {os.waitstatus_to_exitcode(status)}")
+        return await death_cause(child, self.request.limits)
 
 
 class _Batch:
@@ -383,13 +379,6 @@ class _Batch:
 
     def fail(self, error: BaseException) -> None:
         self._loop.handler_failed(error)
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:  # a real-time signal, say
-        return f"signal {number}"
 
 
 def _to_anyio(deadline_monotonic: float) -> float:

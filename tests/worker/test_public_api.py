@@ -28,6 +28,7 @@ def test_all_names_are_exported_and_nothing_else_is_public() -> None:
         "Limits",
         "Output",
         "OutputCapture",
+        "Pacer",
         "Profile",
         "ProtocolError",
         "RunOutcome",

@@ -2,7 +2,8 @@
 
 :class:`Channel` serialises sends (stdout, log and call frames may come from several
 threads). :class:`ChannelTransport` implements ``sdkgen.Transport.call_batch``: one
-``call`` frame per batch, ids from 1 in submission order, and a leader/follower read
+``call`` frame per batch (a batch over ``CALLS_PER_FRAME`` calls spans several, all but
+the last marked ``more``), ids from 1 in submission order, and a leader/follower read
 loop: whichever waiting thread finds no reader active reads frames and routes each
 result to its caller by id, so a single-threaded program pays no thread hand-off.
 
@@ -20,7 +21,7 @@ from typing import Any
 
 from .._errors import ProtocolError
 from .._framing import Frame, FrameReader, encode, json_problem, json_size
-from .._messages import MAX_CALL_ARGUMENTS_BYTES, validate_host_frame
+from .._messages import CALLS_PER_FRAME, MAX_CALL_ARGUMENTS_BYTES, validate_host_frame
 from ._outcome import ProgramStop
 
 _EXIT_HOST_GONE = 70
@@ -71,6 +72,43 @@ class Channel:
         return frame
 
 
+def _call_frames(first: int, calls: list[tuple[str, dict[str, Any]]]) -> bytes:
+    """A batch as ``call`` frames of at most :data:`CALLS_PER_FRAME` calls (ids from
+    ``first``), every one but the last marked ``more``; ``ValueError`` when a call cannot be
+    sent (its arguments over the per-call cap, or a frame of one call over the frame cap)."""
+    parts: list[bytes] = []
+    todo = [
+        (first + i, calls[i : i + CALLS_PER_FRAME]) for i in range(0, len(calls), CALLS_PER_FRAME)
+    ]
+    todo.reverse()
+    while todo:
+        start, chunk = todo.pop()
+        frame: Frame = {
+            "type": "call",
+            "calls": [
+                {"id": start + i, "tool": tool, "arguments": arguments}
+                for i, (tool, arguments) in enumerate(chunk)
+            ],
+        }
+        if start + len(chunk) < first + len(calls):
+            frame["more"] = True
+        try:
+            data = encode(frame)
+        except ProtocolError as exc:  # these calls together over the frame cap: split them
+            _check_sizes(chunk)
+            if len(chunk) == 1:
+                raise ValueError(f"this call is too large to send: {exc}") from None
+            half = len(chunk) // 2
+            todo += [(start + half, chunk[half:]), (start, chunk[:half])]
+            continue
+        if len(data) > MAX_CALL_ARGUMENTS_BYTES:
+            # No call's arguments can be bigger than the (ASCII-escaped) frame: only a
+            # large frame needs them measured one by one.
+            _check_sizes(chunk)
+        parts.append(data)
+    return b"".join(parts)
+
+
 def _check_sizes(calls: list[tuple[str, dict[str, Any]]]) -> None:
     for tool, arguments in calls:
         size = json_size(arguments)
@@ -116,8 +154,6 @@ class ChannelTransport:
         self._next_id = 1
         self._waiting: dict[int, _Waiting] = {}
         self._reading = False
-        self.frames_routed = 0
-        """Result frames routed so far (a test counts the work a batch costs)."""
 
     @property
     def calls_made(self) -> int:
@@ -140,27 +176,12 @@ class ChannelTransport:
                 )
                 self._on_stop(stop)
                 raise stop
-            ids = range(first, first + len(calls))
-            frame = {
-                "type": "call",
-                "calls": [
-                    {"id": i, "tool": tool, "arguments": arguments}
-                    for i, (tool, arguments) in zip(ids, calls, strict=True)
-                ],
-            }
-            try:
-                data = encode(frame)
-            except ProtocolError as exc:  # the whole batch over the frame cap
-                _check_sizes(calls)
-                raise ValueError(f"this batch of {len(calls)} calls is too large: {exc}") from None
-            if len(data) > MAX_CALL_ARGUMENTS_BYTES:
-                # No call's arguments can be bigger than the (ASCII-escaped) frame: only a
-                # large frame needs them measured one by one.
-                _check_sizes(calls)
+            data = _call_frames(first, calls)
             self._next_id = first + len(calls)
             waiting = _Waiting(first, len(calls))
-            self._waiting.update(dict.fromkeys(ids, waiting))
-            # Sent while holding the lock so call frames leave in id order.
+            self._waiting.update(dict.fromkeys(range(first, first + len(calls)), waiting))
+            # Sent while holding the lock, in one piece, so call frames leave in id order
+            # and a batch's frames follow each other.
             self._channel.send_encoded(data)
             while waiting.due:
                 if self._reading:
@@ -189,12 +210,10 @@ class ChannelTransport:
 
     def _route(self, frame: Frame) -> _Waiting | None:
         """File one result in its batch; the batch when that was its last answer."""
-        call_id = frame.get("id")
-        waiting = self._waiting.pop(call_id, None) if frame["type"] == "result" else None
+        call_id: int = frame["id"] if frame["type"] == "result" else 0
+        waiting = self._waiting.pop(call_id, None)
         if waiting is None:
             os._exit(_EXIT_HOST_GONE)  # the host answered something never asked: fatal
-        assert isinstance(call_id, int)
-        self.frames_routed += 1
         if frame["ok"]:
             waiting.answers[call_id - waiting.first] = (True, frame["value"])
         else:
