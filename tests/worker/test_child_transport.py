@@ -17,7 +17,7 @@ import pytest
 
 from worker._child._transport import Channel, ChannelTransport
 from worker._framing import Frame, FrameDecoder, encode
-from worker._messages import validate_child_frame
+from worker._messages import CALLS_PER_FRAME, validate_child_frame
 
 
 class Host:
@@ -136,3 +136,69 @@ def test_a_failed_answer_comes_back_as_its_code_and_message(
     answers = transport.call_batch(batch(2))
     server.join()
     assert answers == [(False, ("DENIED", "no")), (True, 2)]
+
+
+def call_frames(host: Host, count: int) -> list[Frame]:
+    """The call frames the child sent for ``count`` calls."""
+    frames: list[Frame] = []
+    calls = 0
+    while calls < count:
+        while not host.pending:
+            host.pending = host.decoder.feed(host.sock.recv(1 << 20))
+        frames.append(host.pending.pop(0))
+        calls += len(frames[-1]["calls"])
+    return frames
+
+
+def test_a_big_batch_spans_frames_of_bounded_size(pair: tuple[ChannelTransport, Host]) -> None:
+    transport, host = pair
+    count = 2 * CALLS_PER_FRAME + 3
+    frames: list[Frame] = []
+
+    def serve() -> None:
+        frames.extend(call_frames(host, count))
+        host.answer([c for f in frames for c in f["calls"]])
+
+    server = threading.Thread(target=serve)
+    server.start()
+    answers = transport.call_batch(batch(count))
+    server.join()
+    assert answers == [(True, i) for i in range(count)]
+    assert [len(f["calls"]) for f in frames] == [CALLS_PER_FRAME, CALLS_PER_FRAME, 3]
+    assert [f.get("more") for f in frames] == [True, True, None]  # the last one ends it
+    ids = [c["id"] for f in frames for c in f["calls"]]
+    assert ids == list(range(1, count + 1))
+
+
+def test_calls_too_big_for_one_frame_together_go_in_several(
+    pair: tuple[ChannelTransport, Host],
+) -> None:
+    transport, host = pair
+    big = "x" * (3 << 20)  # 3 MiB each: six of them are over the 16 MiB frame cap
+    frames: list[Frame] = []
+
+    def serve() -> None:
+        frames.extend(call_frames(host, 6))
+        calls = [c for f in frames for c in f["calls"]]
+        one = [encode({"type": "result", "id": c["id"], "ok": True, "value": 1}) for c in calls]
+        host.sock.sendall(b"".join(one))
+
+    server = threading.Thread(target=serve)
+    server.start()
+    answers = transport.call_batch([("echo", {"s": big}) for _ in range(6)])
+    server.join()
+    assert answers == [(True, 1)] * 6
+    assert len(frames) > 1 and all(f.get("more") for f in frames[:-1])
+    assert [c["id"] for f in frames for c in f["calls"]] == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_call_over_the_per_call_cap_raises_and_sends_nothing(
+    pair: tuple[ChannelTransport, Host],
+) -> None:
+    transport, host = pair
+    with pytest.raises(ValueError, match="over the cap"):
+        transport.call_batch([("echo", {"i": 1}), ("echo", {"s": "x" * (5 << 20)})])
+    assert transport.calls_made == 0
+    host.sock.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        host.sock.recv(1)

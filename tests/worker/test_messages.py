@@ -41,6 +41,7 @@ VALID_CHILD: list[dict[str, Any]] = [
     {"type": "ready", "pid": 12, "enforcement": {"filesystem": FULL, "cpu": FULL}},
     {"type": "ready", "pid": 12, "enforcement": {}},
     {"type": "call", "calls": [{"id": 1, "tool": "t", "arguments": {"a": [1, None]}}]},
+    {"type": "call", "calls": [{"id": 1, "tool": "t", "arguments": {}}], "more": True},
     {"type": "stdout", "data": "héllo\n"},
     {
         "type": "log",
@@ -72,6 +73,9 @@ INVALID_CHILD: list[object] = [
     {"type": "call", "calls": [{"id": 1, "tool": "t", "arguments": []}]},
     {"type": "call", "calls": [{"id": 1.0, "tool": "t", "arguments": {}}]},
     {"type": "call", "calls": [{"id": 1, "tool": "t", "arguments": {}, "token": "x"}]},
+    {"type": "call", "calls": [{"id": 1, "tool": "t", "arguments": {}}], "more": 1},
+    {"type": "call", "more": True},
+    {"type": "stdout", "data": "x", "more": True},
     {"type": "stdout", "data": 5},
     {"type": "log", "record": {"name": "x", "levelno": 30, "levelname": "W", "msg": "m"}},
     {"type": "done", "ok": True},
