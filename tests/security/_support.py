@@ -108,10 +108,14 @@ def run_cgroups(bases: Sequence[str], host_pid: int) -> list[str]:
     return [p for base in bases for p in glob.glob(os.path.join(base, f"ptc-{host_pid}-*"))]
 
 
-def scratch_dirs() -> set[str]:
+def scratch_dirs(root: str | None = None) -> set[str]:
+    """The names of the ``ptc-run-*`` scratch dirs in ``root`` (default: this process's
+    temp dir). A test that counts them gives the host under test a temp dir of its own
+    (``TMPDIR``, or ``tempfile.tempdir`` in this process): never a shared one, where other
+    hosts' runs come and go."""
     import tempfile
 
-    tmp = tempfile.gettempdir()
+    tmp = root or tempfile.gettempdir()
     return {n for n in os.listdir(tmp) if n.startswith("ptc-run-")}
 
 

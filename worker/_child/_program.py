@@ -19,6 +19,7 @@ from __future__ import annotations
 import _thread
 import builtins
 import contextvars
+import mmap
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -102,9 +103,10 @@ def _run_module(
     violations are recorded by a context variable) and wait for its end."""
     ended = _thread.allocate_lock()
     ended.acquire()
-    box: list[ProgramResult] = []
+    box: list[ProgramResult | None] = [None]  # filled in place: no allocation at the end
     limit = sys.getrecursionlimit()
     single_threaded: list[bool] = []  # set when no thread could be started for the program
+    reserve = _Reserve()
 
     def main() -> None:  # the first frame of the program's thread
         try:
@@ -116,17 +118,18 @@ def _run_module(
                 asyncio.run(eval(compiled.code, env))
             else:
                 exec(compiled.code, env)
-            box.append(ProgramResult(ok=True, value=None))
+            box[0] = ProgramResult(ok=True, value=None)
         except ProgramReturn as exc:
-            box.append(ProgramResult(ok=True, value=exc.value))
+            box[0] = ProgramResult(ok=True, value=exc.value)
         except ProgramStop as exc:
-            box.append(ProgramResult.failure(exc.kind, exc.detail))
+            box[0] = ProgramResult.failure(exc.kind, exc.detail)
         except MemoryError as exc:
-            box.append(ProgramResult.failure("memory-limit", format_program_error(exc, code)))
+            reserve.release()  # the program's memory is all in use: room to report it
+            box[0] = ProgramResult.failure("memory-limit", _report(exc, code, reserve))
         except BaseException as exc:  # noqa: BLE001 - SystemExit etc. are program failures too
             if single_threaded and _no_thread(exc):
                 exc.add_note(NO_THREADS_NOTE)
-            box.append(ProgramResult.failure("exception", format_program_error(exc, code)))
+            box[0] = ProgramResult.failure("exception", _report(exc, code, reserve))
         finally:
             # A program may lower the process's recursion limit; whoever waits for it
             # sits deeper than its thread and must not trip over it.
@@ -144,7 +147,58 @@ def _run_module(
     if single_threaded:
         main()
     ended.acquire()
-    return box[0] if box else ProgramResult.failure("exception", "the program's thread died")
+    reserve.release()
+    result = box[0]
+    if result is None:
+        return ProgramResult.failure("exception", "the program's thread died")
+    return result
+
+
+_RESERVE_BYTES = 4 << 20
+"""Memory held back while a program runs and given up when it runs out: the room to format
+its traceback and report it."""
+
+
+class _Reserve:
+    """Untouched private memory (counted by RLIMIT_DATA and RLIMIT_AS, but no page of it is
+    ever resident) held while the program runs.
+
+    Without a memory cgroup the program's limit is RLIMIT_DATA: a program that filled its
+    memory gets a ``MemoryError``, and formatting that error's traceback needs memory too.
+    With the program's data still alive (its globals, the traceback's frames) that could
+    fail in turn, killing the program's thread with nothing reported ("the program's thread
+    died" instead of ``memory-limit``). Releasing this first gives the report its room."""
+
+    __slots__ = ("_map",)
+
+    def __init__(self) -> None:
+        try:
+            flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+            self._map: mmap.mmap | None = mmap.mmap(-1, _RESERVE_BYTES, flags=flags)
+        except (OSError, ValueError):  # no room even for this: nothing to give back later
+            self._map = None
+
+    def release(self) -> None:
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+
+
+def _report(exc: BaseException, code: str, reserve: _Reserve) -> str:
+    """The failure's detail: its traceback (:func:`format_program_error`), formatted again
+    with the reserve given up if memory ran out while formatting, else only its type."""
+    for _ in range(2):
+        try:
+            return format_program_error(exc, code)
+        except MemoryError:
+            reserve.release()
+    return _UNREPORTED.get(type(exc), _UNREPORTED[BaseException])
+
+
+_UNREPORTED = {
+    MemoryError: "MemoryError (out of memory; its traceback could not be formatted)",
+    BaseException: "the program failed, out of memory: its error could not be formatted",
+}
 
 
 NO_THREADS_NOTE = (
