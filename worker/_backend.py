@@ -37,8 +37,11 @@ from ._types import (
     RunRequest,
 )
 
-EXIT_REPORT_S = 0.05
-"""How long a finished run waits for an exit report when its child is already reaped."""
+EXIT_REPORT_S = 1.0
+"""How long a finished run waits for an exit report when its child is already gone (its
+CPU time and peak memory are in the report). It comes as soon as the keeper reaps the
+child, so the bound is only reached on a busy machine, where a child that freed hundreds
+of MiB at exit took 50 ms and more: a shorter wait then returned an unmeasured peak."""
 
 
 class SubprocessBackend(WorkerBackend):
