@@ -141,6 +141,11 @@ class SubprocessBackend(WorkerBackend):
             loop.peak_memory_kib = child.cgroups.peak_memory_kib()
             if loop.peak_memory_kib is None:
                 loop.peak_memory_kib = child.peak_rss_kib()
+            if not finished and child.pid > 0:
+                # Read while it may still live (a timeout, an abort): the kill that follows
+                # gives the keeper only a moment to report before cgroup.kill takes it down
+                # too, and on a busy machine its report (the rusage) may not come at all.
+                loop.cpu_ms = child.cpu_ms_now() or 0.0
             if finished:
                 cpu_ms = child.cpu_ms_now() if child.pid > 0 else 0.0
                 if cpu_ms is None or loop.peak_memory_kib is None:

@@ -81,7 +81,8 @@ class RunLoop:
         self.peak_memory_kib: int | None = None
         """The child's peak memory when the host measured it (cgroup or ``VmHWM``)."""
         self.cpu_ms = 0.0
-        """The child's CPU time when its exit report is not awaited (a finished run)."""
+        """The child's CPU time read from ``/proc``, for when its exit report does not come
+        (a finished run does not await it; a killed one may not get it)."""
         self.handler_error: BaseException | None = None
         self._send_lock = anyio.Lock()
         self._scope: anyio.CancelScope | None = None
