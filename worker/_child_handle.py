@@ -190,6 +190,9 @@ class ChildHandle:
         """Kill the whole tree and confirm it is gone (keeper exit, cgroup empty)."""
         if self._closed:
             return
+        if self._pidfd < 0:
+            await self._end_unstarted()
+            return
         self._killed = False
         self.signal_kill()
         # The child is pid 1 of its namespace (or at least the tree's root): its death
@@ -214,6 +217,23 @@ class ChildHandle:
         if scope.cancelled_caught and self._keeper_pid > 0:  # belt and braces: the keeper
             with contextlib.suppress(OSError):
                 os.kill(self._keeper_pid, signal.SIGKILL)
+
+    async def _end_unstarted(self) -> None:
+        """End a child whose keeper has not said hello: there is no pid to signal, and no
+        report comes until the child exits, which nothing would make it do (waiting for it
+        held a burst of starts cut short by Ctrl-C for seconds). Ending both channels is the
+        kill: the keeper kills the child when its socket ends, the child exits when its
+        channel does (a keeper not forked yet fails its setup once the scratch dir and
+        cgroups are gone). Only the cgroups can confirm it."""
+        await self.channel.aclose()
+        await self.keeper.aclose()
+        if self._cgroups.populated():
+            self._cgroups.kill()
+        with anyio.move_on_after(KILL_CONFIRM_S):
+            while True:
+                if not self._cgroups.populated():
+                    break
+                await anyio.sleep(0.0005)
 
     async def close(self, janitor: CgroupJanitor | None = None) -> None:
         """Kill (if needed) and release everything: sockets, pidfd, scratch, cgroups.

@@ -83,6 +83,7 @@ class RunChannel:
         pacer = Pacer()
         while (frame := self._decoder.next()) is not None:  # the handshake's read brought more
             if not handle(frame):
+                self._drop_buffered()
                 return True
             await pacer.tick()
         try:
@@ -101,6 +102,7 @@ class RunChannel:
             try:
                 while (frame := self._decoder.next()) is not None:
                     if not handle(frame):
+                        self._drop_buffered()
                         ended.set_result(True)
                         return
                     if pacer.due():
@@ -137,6 +139,10 @@ class RunChannel:
             return await ended
         finally:
             self._unwatch()
+
+    def _drop_buffered(self) -> None:
+        """Forget what was read after a stop (the caller is done with the stream)."""
+        self._decoder = FrameDecoder(validate_child_frame)
 
     def _receive(self) -> bytes | None:
         """One read without waiting: the bytes, ``b""`` at the end of the stream (or a

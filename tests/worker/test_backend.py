@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import tempfile
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -315,3 +316,53 @@ async def test_two_backends_in_one_process_each_get_their_own_cgroups() -> None:
     for out in outcomes:
         assert out.ok, out.detail
         assert all(e.level == "full" for e in out.enforcement.values()), out.enforcement_json()
+
+
+def _holder_of(marker: str, zygote: int) -> int | None:
+    """The pid, under this test's own zygote, that holds the file ``marker`` open."""
+    for pid in descendants(zygote):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}").endswith(marker):
+                    return pid
+            except OSError:
+                continue
+    return None
+
+
+def _parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+        return int(next(line for line in fh if line.startswith("PPid:")).split()[1])
+
+
+async def test_a_run_whose_keeper_is_killed_names_the_keeper(backend: SubprocessBackend) -> None:
+    marker = f"keeper-kill-{os.getpid()}"
+    started = anyio.Event()
+    outcome: list[RunOutcome] = []
+
+    async def launch() -> None:
+        code = f"import time\nf = open({marker!r}, 'w')\nprint('started', flush=True)\n"
+        code += "time.sleep(30)"
+        request = RunRequest(code=code, sdk_module=SDK, limits=Limits(wall_seconds=20))
+        outcome.append(
+            await backend.run(request, on_calls=echo_calls, on_stdout=lambda _: started.set())
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(launch)
+        await started.wait()
+        child = _holder_of(marker, backend.zygote_pid or 0)  # the program, marked by us
+        assert child is not None
+        keeper = _parent_of(child)
+        assert keeper in descendants(backend.zygote_pid or 0)
+        os.kill(keeper, signal.SIGKILL)
+    (out,) = outcome
+    assert out.kind == "worker-exit"
+    assert out.detail == (
+        f"the run's keeper (pid {keeper}) died before it reported the child's exit (it was "
+        "killed or crashed); the child was killed with it"
+    ), out.detail
