@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from array import array
 from collections.abc import Awaitable, Callable, Sequence
+from typing import cast
 
 import anyio
 
@@ -69,7 +71,7 @@ class Batches:
         self._tickets = 0
         self._turn = 0
         self._turn_taken: anyio.Event | None = None
-        self._in_flight: dict[int, tuple[Sequence[CallRequest], list[int], list[int]]] = {}
+        self._in_flight: dict[int, tuple[Sequence[CallRequest], array[int], array[int]]] = {}
 
     def start(self, pending: CallBatch) -> None:
         """Answer ``pending`` in a job of the run's group; costs the caller nothing more
@@ -117,10 +119,10 @@ class Batches:
         if taken is not None:
             taken.set()
 
-    async def _numbers(self, calls: Sequence[CallRequest]) -> list[int]:
+    async def _numbers(self, calls: Sequence[CallRequest]) -> array[int]:
         """Each tool call's number, from 1 in submission order across the run's batches
-        (its ``<outer>:ptc:<n>``); 0 for a host operation."""
-        numbers: list[int] = []
+        (its ``<outer>:ptc:<n>``); 0 for a host operation. Packed: no object per call."""
+        numbers = array("q")
         pacer = Pacer()
         for call in calls:
             if HOST_OPERATION_MARK in call.tool:
@@ -138,12 +140,12 @@ class Batches:
         return ToolCall(request.tool, request.arguments, call_id=call_id)
 
     async def _dispatch(
-        self, calls: Sequence[CallRequest], numbers: list[int], ticket: int
+        self, calls: Sequence[CallRequest], numbers: array[int], ticket: int
     ) -> list[CallReply]:
         """The batch's replies in its order: tool calls first (replayed, or live through
         the scheduler), then its host operations."""
         replies: list[CallReply | None] = [None] * len(calls)
-        live: list[int] = []
+        live = array("q")
         operations: list[int] = []
         replaying = self.record.replay is not None
         pacer = Pacer()
@@ -163,12 +165,10 @@ class Batches:
                 self._in_flight.pop(ticket, None)
         for index in operations:
             replies[index] = await self._answer_operation(calls[index])
-        answered: list[CallReply] = []
         for reply in replies:
             assert reply is not None
-            answered.append(reply)
             await pacer.tick()
-        return answered
+        return cast("list[CallReply]", replies)  # every slot filled, as just checked
 
     def _replayed(self, n: int, request: CallRequest) -> CallReply | None:
         """A call's reply from the replayed record (or a diverged run's); ``None`` when it
@@ -186,8 +186,8 @@ class Batches:
     async def _run_live(
         self,
         calls: Sequence[CallRequest],
-        numbers: list[int],
-        live: list[int],
+        numbers: array[int],
+        live: array[int],
         replies: list[CallReply | None],
     ) -> None:
         """Run the live calls through the run's scheduler; each is logged, recorded and

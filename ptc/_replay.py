@@ -61,12 +61,22 @@ class RunSuspended(Exception):  # noqa: N818 - an outcome, named for what it car
 class CallRecord:
     """One run's completed calls, its pending one, and (resumed) how its calls compare
     with the record it replays. ``diverged`` says why they differ ("" while they agree);
-    ``on_diverged`` is told once, when they first do."""
+    ``on_diverged`` is told once, when they first do. ``may_suspend``: whether a call of
+    the run can be deferred at all (its runtime has an approver); if not, completed calls
+    are not kept."""
 
     def __init__(
-        self, call_id: str, replay: Replay | None, on_diverged: Callable[[str], None]
+        self,
+        call_id: str,
+        replay: Replay | None,
+        on_diverged: Callable[[str], None],
+        *,
+        may_suspend: bool = True,
     ) -> None:
         self.replay = replay
+        # Without an approver no call can be deferred, so no record is ever asked for: a
+        # run of 100,000 calls then keeps none (a resumed run always keeps its own).
+        self._keeps = may_suspend or replay is not None
         self.pending: PendingApproval | None = None
         self.diverged = ""
         self._call_id = call_id
@@ -102,7 +112,8 @@ class CallRecord:
 
     def answer_replayed(self, n: int, recorded: RecordedCall) -> CallReply:
         """The reply call ``n`` gets from the record (it counts as completed again)."""
-        self._completed[n] = _pack(recorded)
+        if self._keeps:
+            self._completed[n] = _pack(recorded)
         if recorded.ok:
             return CallReply.success(recorded.value)
         return CallReply.failure(recorded.code, recorded.message)
@@ -110,6 +121,8 @@ class CallRecord:
     def completed(self, n: int, call: ToolCall, reply: CallReply, logged: dict[str, JSON]) -> None:
         """Call ``n`` ran live; ``logged`` is its dispatch-log record, whose copies of the
         arguments and content serve this record too."""
+        if not self._keeps:
+            return
         self._completed[n] = _pack(
             RecordedCall(
                 n=n,

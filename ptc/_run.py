@@ -120,7 +120,8 @@ class ProgramRun:
         self.started = started
         self.deadline = started + limits.wall_seconds
         self.dispatch_log = DispatchLog(execution, scope)
-        self.record = CallRecord(execution.call_id, replay, self.abort)
+        may_suspend = call_site(scope).approver is not None
+        self.record = CallRecord(execution.call_id, replay, self.abort, may_suspend=may_suspend)
         self._abort = anyio.Event()
         self._abort_reason = ""
         # The run's nested calls: each batch in a task of this detached group.

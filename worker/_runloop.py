@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -246,9 +247,9 @@ class RunLoop:
                 if problem is not None:
                     return ("protocol", f"call {call['id']}: {problem}")
                 scrub_surrogates(call)
-                requests.append(
-                    CallRequest(id=call["id"], tool=call["tool"], arguments=call["arguments"])
-                )
+                # A batch names few tools many times: one string each, not one per call.
+                tool = sys.intern(call["tool"])
+                requests.append(CallRequest(id=call["id"], tool=tool, arguments=call["arguments"]))
             self.calls += len(frame["calls"])
             if self.calls > limits.max_calls:
                 return ("call-limit", f"more than {limits.max_calls} tool calls")
