@@ -3,7 +3,9 @@
 Every SDK call a program makes arrives here as a batch and becomes a full pipeline run
 (``call_id = "<outer>:ptc:<n>"``, the outer ``root_call_id``, the same scope, ``parent`` =
 run_code's token, a signal fused from the outer call and the run's lifetime), scheduled by
-one :class:`~ptc._scheduler.Scheduler` per run so the batch rules hold across batches.
+one :class:`~ptc._scheduler.Scheduler` per run so the batch rules hold across batches; the
+way from a batch's requests to its replies (paced, for batches of any size) is
+``_batches``'s :class:`~ptc._batches.Batches`.
 
 The wall clock bounds the run itself, from ``run_code`` entry: nested calls run in a
 group of detached tasks (:class:`~ptc._detached.DetachedGroup`; the backend hands each
@@ -20,7 +22,8 @@ dispatch-log entry and no record, and see only tools the scope still sees.
 A deferred approval stops the run from admitting calls (``halt``) and kills the worker at
 once; what the run keeps for that suspension, and how a resumed run replays it, is
 ``_replay``'s :class:`~ptc._replay.CallRecord`. Every completed call is logged in the
-run's dispatch log (``_dispatch_log``).
+run's dispatch log (``_dispatch_log``); past its limit the log is summarised, and the
+result's text says so in one line.
 """
 
 from __future__ import annotations
