@@ -10,9 +10,10 @@ A batch may hold 100,000 calls. Every loop over one is paced (``worker.Pacer``),
 event loop runs at least once per slice of work; taking a batch in costs the caller
 nothing (it may be the worker's reader callback): numbering happens in the job, batch
 after batch in the order they came (each waits for its turn); and what a batch keeps until
-its replies go out is one reply per call (a call's :class:`~ptc._scheduler.ToolCall` is
-made as it is reached, its result dropped once logged), so a big batch does not leave the
-garbage collector a heap of objects to scan again and again.
+its replies go out is one reply per call, in columns of plain values (a call's
+:class:`~ptc._scheduler.ToolCall` is made as it is reached, its result dropped once
+logged), so a big batch does not leave the garbage collector a heap of objects to scan
+again and again.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import dataclasses
 import time
 from array import array
 from collections.abc import Awaitable, Callable, Sequence
-from typing import cast
+from typing import overload
 
 import anyio
 
@@ -29,7 +30,7 @@ from worker import HOST_OPERATION_MARK, CallBatch, CallReply, CallRequest, Pacer
 
 from ._detached import DetachedGroup
 from ._dispatch_log import DispatchLog
-from ._json import thaw
+from ._json import JSON, thaw
 from ._pipeline import CallSite
 from ._replay import CallRecord
 from ._results import ToolResult
@@ -141,10 +142,10 @@ class Batches:
 
     async def _dispatch(
         self, calls: Sequence[CallRequest], numbers: array[int], ticket: int
-    ) -> list[CallReply]:
+    ) -> Replies:
         """The batch's replies in its order: tool calls first (replayed, or live through
         the scheduler), then its host operations."""
-        replies: list[CallReply | None] = [None] * len(calls)
+        replies = Replies(len(calls))
         live = array("q")
         operations: list[int] = []
         replaying = self.record.replay is not None
@@ -165,10 +166,7 @@ class Batches:
                 self._in_flight.pop(ticket, None)
         for index in operations:
             replies[index] = await self._answer_operation(calls[index])
-        for reply in replies:
-            assert reply is not None
-            await pacer.tick()
-        return cast("list[CallReply]", replies)  # every slot filled, as just checked
+        return replies
 
     def _replayed(self, n: int, request: CallRequest) -> CallReply | None:
         """A call's reply from the replayed record (or a diverged run's); ``None`` when it
@@ -188,7 +186,7 @@ class Batches:
         calls: Sequence[CallRequest],
         numbers: array[int],
         live: array[int],
-        replies: list[CallReply | None],
+        replies: Replies,
     ) -> None:
         """Run the live calls through the run's scheduler; each is logged, recorded and
         answered as it ends (``duration_ms``: from the batch's submission to its end)."""
@@ -232,6 +230,49 @@ class Batches:
         if approver is not None:
             site = dataclasses.replace(site, approver=approver)
         return site
+
+
+class Replies(Sequence[CallReply]):
+    """A batch's replies, in its order, kept in columns (no object per reply for the garbage
+    collector to scan while a batch of 100,000 calls waits for its last ones) and made
+    :class:`worker.CallReply` objects when they are read."""
+
+    __slots__ = ("_codes", "_given", "_messages", "_oks", "_values")
+
+    def __init__(self, count: int) -> None:
+        self._given = bytearray(count)
+        self._oks = bytearray(count)
+        self._values: list[JSON] = [None] * count
+        self._codes: list[str] = [""] * count
+        self._messages: list[str] = [""] * count
+
+    def __setitem__(self, index: int, reply: CallReply) -> None:
+        self._given[index] = 1
+        self._oks[index] = reply.ok
+        self._values[index] = reply.value
+        self._codes[index] = reply.code
+        self._messages[index] = reply.message
+
+    def __len__(self) -> int:
+        return len(self._given)
+
+    @overload
+    def __getitem__(self, index: int) -> CallReply: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[CallReply]: ...
+
+    def __getitem__(self, index: int | slice) -> CallReply | Sequence[CallReply]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self._given)))]
+        if not self._given[index]:
+            raise LookupError(f"reply {index} of the batch was never given")
+        return CallReply(
+            ok=bool(self._oks[index]),
+            value=self._values[index],
+            code=self._codes[index],
+            message=self._messages[index],
+        )
 
 
 def _code(result: ToolResult) -> str | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import sys
 import time
@@ -23,6 +24,7 @@ import anyio
 import anyio.abc
 
 from ._abc import CallHandler, CallStarter, StdoutListener
+from ._call_batch import PackedCalls, StartedBatch
 from ._child_handle import ChildHandle
 from ._death_cause import death_cause
 from ._errors import ProtocolError, WorkerError
@@ -33,7 +35,6 @@ from ._pacing import Pacer
 from ._timing import timing_mark
 from ._types import (
     CallReply,
-    CallRequest,
     Dimension,
     Enforcement,
     FailureKind,
@@ -77,7 +78,7 @@ class RunLoop:
         self.log_bytes = 0
         self.last_id = 0
         self.done: Frame | None = None
-        self._batch: list[CallRequest] = []
+        self._batch = PackedCalls()
         """The calls of a batch whose frames are still coming (``more``)."""
         self.peak_memory_kib: int | None = None
         """The child's peak memory when the host measured it (cgroup or ``VmHWM``)."""
@@ -248,16 +249,16 @@ class RunLoop:
                     return ("protocol", f"call {call['id']}: {problem}")
                 scrub_surrogates(call)
                 # A batch names few tools many times: one string each, not one per call.
-                tool = sys.intern(call["tool"])
-                requests.append(CallRequest(id=call["id"], tool=tool, arguments=call["arguments"]))
+                requests.add(call["id"], sys.intern(call["tool"]), call["arguments"])
             self.calls += len(frame["calls"])
             if self.calls > limits.max_calls:
                 return ("call-limit", f"more than {limits.max_calls} tool calls")
             if frame.get("more"):
                 return None  # the batch goes on in the next call frame
-            self._batch = []
+            self._batch = PackedCalls()
             if self._starter is not None:
-                self._starter.start(_Batch(self, child, requests))
+                reply = functools.partial(self.send_replies, child)
+                self._starter.start(StartedBatch(requests, reply, self.handler_failed))
             else:
                 tg.start_soon(self._dispatch, child, requests)
         elif kind == "stdout":
@@ -308,7 +309,7 @@ class RunLoop:
             return f"done: the result is {size} bytes as JSON, over Limits.result_bytes ({limit})"
         return None
 
-    async def _dispatch(self, child: ChildHandle, requests: list[CallRequest]) -> None:
+    async def _dispatch(self, child: ChildHandle, requests: PackedCalls) -> None:
         """A batch answered by a plain :class:`CallHandler`, from a task of this run."""
         try:
             replies = await self.on_calls(requests)
@@ -326,7 +327,7 @@ class RunLoop:
             self._scope.cancel()
 
     async def send_replies(
-        self, child: ChildHandle, requests: Sequence[CallRequest], replies: Sequence[CallReply]
+        self, child: ChildHandle, requests: PackedCalls, replies: Sequence[CallReply]
     ) -> None:
         """One batch's result frames, in order; nothing once the run has ended."""
         if self._ended:
@@ -340,8 +341,8 @@ class RunLoop:
         pacer = Pacer()
         pieces: list[bytes] = []
         with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            for request, reply in zip(requests, replies, strict=True):
-                pieces.append(_result_frame(request.id, reply))
+            for call_id, reply in zip(requests.ids(), replies, strict=True):
+                pieces.append(_result_frame(call_id, reply))
                 if pacer.due():
                     await self._send(child, b"".join(pieces))
                     pieces.clear()
@@ -364,23 +365,6 @@ class RunLoop:
     async def _death(self, child: ChildHandle) -> Kill:
         """The child's channel closed without ``done``: find out why it died."""
         return await death_cause(child, self.request.limits)
-
-
-class _Batch:
-    """A batch handed to a :class:`CallStarter`; its replies go back through the loop."""
-
-    __slots__ = ("_child", "_loop", "calls")
-
-    def __init__(self, loop: RunLoop, child: ChildHandle, calls: list[CallRequest]) -> None:
-        self._loop = loop
-        self._child = child
-        self.calls = calls
-
-    async def reply(self, replies: Sequence[CallReply]) -> None:
-        await self._loop.send_replies(self._child, self.calls, replies)
-
-    def fail(self, error: BaseException) -> None:
-        self._loop.handler_failed(error)
 
 
 def _to_anyio(deadline_monotonic: float) -> float:
