@@ -39,7 +39,8 @@ from ._scopes import Scope, call_site
 from ._signals import CancelSignal
 from ._tools import ToolExecution
 
-__all__ = ("Batches",)
+__all__ = ("Batches", "Replies")
+
 
 class Batches:
     """A run's nested calls, batch by batch (see the module docstring)."""

@@ -80,7 +80,7 @@ async def test_a_20000_call_map_completes_and_its_dispatch_log_is_summarised(
             "echo": {"calls": CALLS - DISPATCH_LOG_ENTRIES, "errors": {"TOOL_ERROR": 10}}
         },
     }
-    assert result.content[0]["text"].endswith("counts the other 19000 by tool]")
+    assert data(result.content[0])["text"].endswith("counts the other 19000 by tool]")
     # While the batch ran, its calls left the garbage collector nothing to scan (requests
     # and replies in columns of plain values, results dropped as each call ended): what
     # the host held was the dispatch log's first entries, not objects per call.

@@ -59,7 +59,8 @@ async def test_past_the_limit_calls_are_counted_by_tool_and_error(rt: ptc.ToolRu
 
     async def listener(entry: ptc.DispatchLogEntry, next: Any) -> Sequence[Any]:
         seen.append(entry.sub_call_id)
-        return await next(entry)
+        content: Sequence[Any] = await next(entry)
+        return content
 
     rt.on("tools/ptc-dispatch-log", listener)
     result = await rt.root.run_code(PROGRAM)
@@ -77,7 +78,7 @@ async def test_past_the_limit_calls_are_counted_by_tool_and_error(rt: ptc.ToolRu
         },
     }
     assert len(seen) == CALLS + 7  # the waterfall still sees every call
-    text = result.content[0]["text"]
+    text = data(result.content[0])["text"]
     assert text.endswith(
         f"[ptc: this run made {CALLS + 7} tool calls; the host's dispatch log keeps the "
         f"first {DISPATCH_LOG_ENTRIES} and counts the other {CALLS + 7 - DISPATCH_LOG_ENTRIES}"
@@ -98,4 +99,4 @@ async def test_a_run_within_the_limit_has_no_summary(rt: ptc.ToolRuntime) -> Non
     result = await rt.root.run_code("return tools.echo.map([{'i': i} for i in range(10)])")
     assert "dispatch_log_summary" not in result.meta
     assert len(data(result.meta)["dispatch_log"]) == 10
-    assert "[ptc:" not in result.content[0]["text"]
+    assert "[ptc:" not in data(result.content[0])["text"]

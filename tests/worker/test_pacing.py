@@ -32,7 +32,7 @@ async def turns_while(ticks: int) -> int:
         for _ in range(ticks):
             await pacer.tick()
         done = True
-        return turns - started
+    return turns - started
 
 
 async def test_a_pacer_within_its_slice_never_yields(monkeypatch: pytest.MonkeyPatch) -> None:
