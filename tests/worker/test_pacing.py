@@ -31,8 +31,9 @@ async def turns_while(ticks: int) -> int:
         pacer = Pacer()
         for _ in range(ticks):
             await pacer.tick()
+        counted = turns - started
         done = True
-    return turns - started
+    return counted
 
 
 async def test_a_pacer_within_its_slice_never_yields(monkeypatch: pytest.MonkeyPatch) -> None:
