@@ -16,8 +16,9 @@ import bisect
 from collections.abc import Sequence
 
 from ._decisions import DispatchLogEntry
+from ._errors import NotJSONError
 from ._events import DISPATCH_LOG, ListenerError, logger, run_waterfall
-from ._json import JSON, thaw
+from ._json import JSON, freeze, thaw
 from ._results import ContentBlock, ToolResult, freeze_content
 from ._scheduler import ToolCall
 from ._scopes import Scope, call_site
@@ -70,11 +71,13 @@ class DispatchLog:
     def _keep(self, record: dict[str, JSON], call: ToolCall, error_code: str | None) -> None:
         name = call.name
         if len(self.entries) < DISPATCH_LOG_ENTRIES:
-            # In submission order (the calls of a batch may end in any order).
+            # In submission order (the calls of a batch may end in any order), and frozen
+            # now, as each call ends: the run's meta is then frozen in one step per entry,
+            # not in one long stretch at the end of the run.
             n = _position(call)
             at = bisect.bisect(self._positions, n)
             self._positions.insert(at, n)
-            self.entries.insert(at, record)
+            self.entries.insert(at, _frozen(record))
             return
         self._omitted_count += 1
         self._omitted_calls[name] = self._omitted_calls.get(name, 0) + 1
@@ -113,6 +116,15 @@ class DispatchLog:
             call, arguments, error_code, thaw(list(content)), duration_ms, replayed=False
         )
         self._keep(record, call, error_code)
+        return record
+
+
+def _frozen(record: dict[str, JSON]) -> JSON:
+    """The record frozen, or as it is if it cannot be (arguments nested as deep as a call's
+    may be: the run's meta, frozen at its end, then says why)."""
+    try:
+        return freeze(record, "$.meta.dispatch_log")
+    except NotJSONError:
         return record
 
 

@@ -162,3 +162,24 @@ async def test_a_deep_argument_is_invalid_args_not_an_exception() -> None:
     result = await runtime.root.call("echo", {"x": deep})
     assert result.error is not None and result.error.code == "INVALID_ARGS"
     assert "nested deeper than 200 levels" in result.error.message
+
+
+def test_freezing_frozen_parts_keeps_them_and_still_checks_what_it_must() -> None:
+    part = freeze({"a": [1, {"b": 2}]})
+    whole = freeze({"log": [part, part]})
+    assert isinstance(whole, dict) and isinstance(whole["log"], list)
+    assert whole["log"][0] is part  # checked and immutable already: not copied again
+    # One built by hand was never checked: it is copied, and refused if it is not JSON.
+    with pytest.raises(NotJSONError, match="not a JSON number"):
+        freeze({"x": FrozenDict({"y": float("nan")})})
+    # A frozen part still counts towards the depth where it is put.
+    deep: object = 1
+    for _ in range(150):
+        deep = [deep]
+    tall = freeze(deep)
+    shallow: object = tall
+    for _ in range(50):
+        shallow = [shallow]
+    assert freeze(shallow) == shallow  # 50 + 150 levels: MAX_DEPTH exactly
+    with pytest.raises(NotJSONError, match="nested deeper"):
+        freeze([shallow])
