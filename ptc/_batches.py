@@ -107,6 +107,7 @@ class Batches:
             pending.fail(exc)
             raise
         await pending.reply(replies)
+        await replies.drop()
 
     async def _wait_for_turn(self, ticket: int) -> None:
         """Batches are numbered one after another, in the order they came."""
@@ -257,6 +258,17 @@ class Replies(Sequence[CallReply]):
     def __len__(self) -> int:
         return len(self._given)
 
+    async def drop(self) -> None:
+        """Let go of the replies (they are sent), a piece at a time: freeing 100,000 values
+        at once would hold the event loop."""
+        pacer = Pacer()
+        for column in (self._values, self._codes, self._messages):
+            while column:
+                del column[-_DROP_AT_ONCE:]
+                await pacer.tick()
+        self._given = bytearray()
+        self._oks = bytearray()
+
     @overload
     def __getitem__(self, index: int) -> CallReply: ...
 
@@ -274,6 +286,9 @@ class Replies(Sequence[CallReply]):
             code=self._codes[index],
             message=self._messages[index],
         )
+
+
+_DROP_AT_ONCE = 1024
 
 
 def _code(result: ToolResult) -> str | None:

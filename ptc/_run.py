@@ -304,7 +304,8 @@ class _AwaitedBatch:
         self._error: BaseException | None = None
 
     async def reply(self, replies: Sequence[CallReply]) -> None:
-        self._replies = replies
+        # Read after this returns, by then let go of by whoever gave them: copied.
+        self._replies = list(replies)
         self._answered.set()
 
     def fail(self, error: BaseException) -> None:

@@ -14,6 +14,7 @@ from array import array
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import overload
 
+from ._pacing import Pacer
 from ._types import JSON, CallReply, CallRequest
 
 __all__ = ("PackedCalls", "StartedBatch")
@@ -60,6 +61,19 @@ class PackedCalls(Sequence[CallRequest]):
     def ids(self) -> Iterator[int]:
         """The calls' ids, in order (without making requests)."""
         return iter(self._ids)
+
+    async def drop(self) -> None:
+        """Let go of the calls (their replies are out), a piece at a time: freeing the
+        arguments of 100,000 calls at once holds the event loop for 10 ms and more."""
+        pacer = Pacer()
+        while self._arguments:
+            del self._arguments[-_DROP_AT_ONCE:]
+            del self._tools[-_DROP_AT_ONCE:]
+            await pacer.tick()
+        self._ids = array("q")
+
+
+_DROP_AT_ONCE = 1024
 
 
 class StartedBatch:

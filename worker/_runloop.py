@@ -348,6 +348,7 @@ class RunLoop:
                     pieces.clear()
                     await pacer.tick()
             await self._send(child, b"".join(pieces))
+        await requests.drop()
 
     async def _send(self, child: ChildHandle, data: bytes) -> None:
         """Write whole frames, in order with every other sender's."""
