@@ -5,7 +5,8 @@ repetitions) and writes beside, not over, the committed results, under
 ``benchmarks/results/demo/`` (``make demo``). ``suite`` and ``latency`` run one suite,
 ``all`` runs both (``make bench``); the arguments after the command go to the suite(s),
 so ``python -m benchmarks suite --help`` shows the suite's own options. ``environments``
-times ``run_code`` in each simulated reference environment (root only; not in ``all``).
+times ``run_code`` in each simulated reference environment (root only; not in ``all``);
+``scale`` runs one program making 1,000 to 100,000 nested calls (minutes; not in ``all``).
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from . import _stats, environments, latency, native_vs_code
+from . import _stats, environments, latency, native_vs_code, scale
 
-SUITES = ("suite", "latency", "environments", "all")
+SUITES = ("suite", "latency", "environments", "scale", "all")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -29,6 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "suite": "the native-vs-code task suite",
         "latency": "the latency suite",
         "environments": "run_code in each simulated reference environment (root)",
+        "scale": "one program making 1,000 to 100,000 nested calls",
         "all": "both suites (make bench)",
     }
     for name in SUITES:
@@ -55,6 +57,8 @@ def _suites(command: str, rest: list[str]) -> int:
         status |= latency.main(rest)
     if command == "environments":
         status |= environments.main(rest)
+    if command == "scale":
+        status |= scale.main(rest)
     return status
 
 

@@ -39,8 +39,8 @@ __all__ = (
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class BodyResult:
-    """Internal: a body's value plus ``meta`` to freeze into ``ToolResult.meta`` (and the
-    content the model sees, when the body gives it instead of ``render``)."""
+    """Internal: a body's value plus ``meta`` to freeze into ``ToolResult.meta`` (and,
+    when set, the content the model sees instead of ``render(value)``)."""
 
     value: JSONLike
     meta: Mapping[str, JSONLike]

@@ -59,7 +59,7 @@ from ._session_runs import take_session_call
 from ._suspensions import Suspension, SuspensionStore
 from ._tools import RUN_CODE, Output, ToolContext, ToolDefinition, define_tool
 
-__all__ = ("CodeMode", "render_run_code")
+__all__ = ("CodeMode",)
 
 _CACHE_ENTRIES = 128
 # Programs up to this size (python profile) are pre-flighted on the event loop: parsing and

@@ -132,7 +132,10 @@ def freeze(value: object, path: str = "$", _depth: int = 0) -> JSON:
     Accepted: ``dict`` (string keys), ``list``, ``str``, ``int``, ``bool``, finite ``float``
     and ``None`` (subclasses of ``dict``/``list`` included; tuples, sets, bytes, enums and
     other objects are rejected so nothing is silently converted), nested at most
-    :data:`MAX_DEPTH` levels.
+    :data:`MAX_DEPTH` levels. A container this function made is returned as it is (it is
+    checked and immutable already) wherever it still fits within the depth: freezing a
+    value built of frozen parts (a run's ``meta`` of 1,000 frozen log entries) costs one
+    step per part, not a copy of every part.
     """
     kind = type(value)
     if kind in _SCALARS:
@@ -142,20 +145,45 @@ def freeze(value: object, path: str = "$", _depth: int = 0) -> JSON:
         if math.isfinite(value):
             return value
         raise NotJSONError(path, f"{value!r} is not a JSON number")
+    if kind is FrozenDict or kind is FrozenList:
+        height = _height(value)
+        if height and _depth + height <= MAX_DEPTH:
+            return cast(JSON, value)
     if _depth >= MAX_DEPTH and isinstance(value, dict | list):
         raise NotJSONError(path, f"nested deeper than {MAX_DEPTH} levels")
+    deepest = 0
     if isinstance(value, dict):
         items: dict[str, JSON] = {}
         for key, item in value.items():
             if type(key) is not str:
                 raise NotJSONError(path, f"object key {key!r} is not a string")
-            items[key] = freeze(item, f"{path}.{key}", _depth + 1)
-        return FrozenDict(items)
+            items[key] = frozen = freeze(item, f"{path}.{key}", _depth + 1)
+            deepest = max(deepest, _height(frozen))
+        return _made(FrozenDict(items), deepest + 1)
     if isinstance(value, list):
-        return FrozenList(
-            [freeze(item, f"{path}[{i}]", _depth + 1) for i, item in enumerate(value)]
-        )
+        elements: list[JSON] = []
+        for i, item in enumerate(value):
+            elements.append(frozen := freeze(item, f"{path}[{i}]", _depth + 1))
+            deepest = max(deepest, _height(frozen))
+        return _made(FrozenList(elements), deepest + 1)
     raise NotJSONError(path, f"{kind.__name__} is not a JSON type")
+
+
+def _made(container: FrozenDict | FrozenList, height: int) -> JSON:
+    """Mark a container :func:`freeze` made with how deep it nests (its seal: an int, where
+    one built by hand has ``True``)."""
+    object.__setattr__(container, "_sealed", height)
+    return container
+
+
+def _height(value: object) -> int:
+    """How deep a container :func:`freeze` made nests; 0 for anything else."""
+    kind = type(value)
+    if kind is FrozenDict or kind is FrozenList:
+        mark = object.__getattribute__(value, "_sealed")
+        if type(mark) is int:
+            return mark
+    return 0
 
 
 def freeze_object(value: object, path: str = "$") -> FrozenDict:

@@ -1,4 +1,5 @@
-"""The model-facing text of code mode: the ``run_code`` schema, its description, the SDK header.
+"""The model-facing text of code mode: the ``run_code`` schema, its description, the SDK
+header, and the content of its result (``render_run_code``).
 
 Everything here is deterministic so the text is byte-stable for a given set of tools.
 """
@@ -142,7 +143,7 @@ def _size(n: int) -> str:
 
 def render_run_code(value: JSON, note: str = "") -> list[ContentBlock]:
     """The captured output, then the result (a string as is, else JSON indented 2), then
-    ``note`` (a line about the run's session)."""
+    ``note`` (lines the host adds: the run's session, a summarised dispatch log)."""
     parts: list[str] = []
     stdout = value.get("stdout", "") if isinstance(value, Mapping) else ""
     result = value.get("result") if isinstance(value, Mapping) else None

@@ -64,18 +64,30 @@ class RunSuspended(Exception):  # noqa: N818 - an outcome, named for what it car
 class CallRecord:
     """One run's completed calls, its pending one, and (resumed) how its calls compare
     with the record it replays. ``diverged`` says why they differ ("" while they agree);
-    ``on_diverged`` is told once, when they first do."""
+    ``on_diverged`` is told once, when they first do. ``may_suspend``: whether a call of
+    the run can be deferred at all (its runtime has an approver); if not, completed calls
+    are not kept."""
 
     def __init__(
-        self, call_id: str, replay: Replay | None, on_diverged: Callable[[str], None]
+        self,
+        call_id: str,
+        replay: Replay | None,
+        on_diverged: Callable[[str], None],
+        *,
+        may_suspend: bool = True,
     ) -> None:
         self.replay = replay
+        # Without an approver no call can be deferred, so no record is ever asked for: a
+        # run of 100,000 calls then keeps none (a resumed run always keeps its own).
+        self._keeps = may_suspend or replay is not None
         self.pending: PendingApproval | None = None
         self.diverged = ""
         self._call_id = call_id
         self._on_diverged = on_diverged
         self._recorded = {c.n: c for c in replay.calls} if replay is not None else {}
-        self._completed: dict[int, RecordedCall] = {}
+        # Each completed call as JSON text: a run may complete 100,000 calls, and text is
+        # one object the garbage collector never scans (a record of objects is a dozen).
+        self._completed: dict[int, str | RecordedCall] = {}
         self._reached_pending = False
 
     def replayed(self, n: int, call: ToolCall) -> RecordedCall | None:
@@ -103,7 +115,8 @@ class CallRecord:
 
     def answer_replayed(self, n: int, recorded: RecordedCall) -> CallReply:
         """The reply call ``n`` gets from the record (it counts as completed again)."""
-        self._completed[n] = recorded
+        if self._keeps:
+            self._completed[n] = _pack(recorded)
         if recorded.ok:
             return CallReply.success(recorded.value)
         return CallReply.failure(recorded.code, recorded.message)
@@ -111,15 +124,19 @@ class CallRecord:
     def completed(self, n: int, call: ToolCall, reply: CallReply, logged: dict[str, JSON]) -> None:
         """Call ``n`` ran live; ``logged`` is its dispatch-log record, whose copies of the
         arguments and content serve this record too."""
-        self._completed[n] = RecordedCall(
-            n=n,
-            name=call.name,
-            arguments=logged["arguments"],
-            ok=reply.ok,
-            value=reply.value if reply.ok else None,
-            code=reply.code,
-            message=reply.message,
-            content=logged["content"],
+        if not self._keeps:
+            return
+        self._completed[n] = _pack(
+            RecordedCall(
+                n=n,
+                name=call.name,
+                arguments=logged["arguments"],
+                ok=reply.ok,
+                value=reply.value if reply.ok else None,
+                code=reply.code,
+                message=reply.message,
+                content=logged["content"],
+            )
         )
 
     def suspend(self, n: int, call: ToolCall, result: ToolResult) -> None:
@@ -155,7 +172,7 @@ class CallRecord:
         """How the run ends when a call was deferred (``None`` when none was)."""
         if self.pending is None:
             return None
-        calls = tuple(self._completed[n] for n in sorted(self._completed))
+        calls = tuple(_unpack(n, self._completed[n]) for n in sorted(self._completed))
         return RunSuspended(calls, self.pending, output, meta)
 
     def missed_pending(self) -> str:
@@ -168,6 +185,32 @@ class CallRecord:
             f"({self.replay.pending.name}), the one that awaited approval; a resumed "
             "program must make the same calls in the same order"
         )
+
+
+def _pack(call: RecordedCall) -> str | RecordedCall:
+    """A recorded call as JSON text (its plain-JSON fields, without ``n``); as it is when
+    Python will not write it (an integer of more than 4300 digits)."""
+    fields = [call.name, call.arguments, call.ok, call.value, call.code, call.message]
+    try:
+        return json.dumps([*fields, call.content], separators=(",", ":"))
+    except ValueError:
+        return call
+
+
+def _unpack(n: int, packed: str | RecordedCall) -> RecordedCall:
+    if isinstance(packed, RecordedCall):
+        return packed
+    name, arguments, ok, value, code, message, content = json.loads(packed)
+    return RecordedCall(
+        n=n,
+        name=name,
+        arguments=arguments,
+        ok=ok,
+        value=value,
+        code=code,
+        message=message,
+        content=content,
+    )
 
 
 def _show(name: str, arguments: object) -> str:

@@ -3,7 +3,9 @@
 Every SDK call a program makes arrives here as a batch and becomes a full pipeline run
 (``call_id = "<outer>:ptc:<n>"``, the outer ``root_call_id``, the same scope, ``parent`` =
 run_code's token, a signal fused from the outer call and the run's lifetime), scheduled by
-one :class:`~ptc._scheduler.Scheduler` per run so the batch rules hold across batches.
+one :class:`~ptc._scheduler.Scheduler` per run so the batch rules hold across batches; the
+way from a batch's requests to its replies (paced, for batches of any size) is
+``_batches``'s :class:`~ptc._batches.Batches`.
 
 The wall clock bounds the run itself, from ``run_code`` entry: nested calls run in a
 group of detached tasks (:class:`~ptc._detached.DetachedGroup`; the backend hands each
@@ -20,12 +22,12 @@ dispatch-log entry and no record, and see only tools the scope still sees.
 A deferred approval stops the run from admitting calls (``halt``) and kills the worker at
 once; what the run keeps for that suspension, and how a resumed run replays it, is
 ``_replay``'s :class:`~ptc._replay.CallRecord`. Every completed call is logged in the
-run's dispatch log (``_dispatch_log``).
+run's dispatch log (``_dispatch_log``); past its limit the log is summarised, and the
+result's text says so in one line.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -35,7 +37,6 @@ from typing import NoReturn
 import anyio
 
 from worker import (
-    HOST_OPERATION_MARK,
     CallBatch,
     CallReply,
     CallRequest,
@@ -45,17 +46,15 @@ from worker import (
     WorkerBackend,
 )
 
+from ._batches import Batches
 from ._body import BodyFailure, BodyResult
 from ._code_output import OutputRelay
 from ._detached import DetachedGroup
 from ._dispatch_log import DispatchLog
 from ._events import OUTPUT, logger
 from ._json import JSON, thaw
-from ._pipeline import CallSite
 from ._prompt import render_run_code
 from ._replay import CallRecord, Replay
-from ._results import ToolResult
-from ._scheduler import Scheduler, ToolCall
 from ._scopes import Scope, call_site
 from ._session_runs import SessionNote, SessionTurn
 from ._signals import CancelSignal, fuse, on_cancel
@@ -74,14 +73,18 @@ def failure_message(kind: str, detail: str, output: str) -> str:
 
 
 def fail_run(
-    kind: str, detail: str, output: str = "", meta: dict[str, JSON] | None = None, note: str = ""
+    kind: str,
+    detail: str,
+    output: str = "",
+    meta: dict[str, JSON] | None = None,
+    note: str = "",
 ) -> NoReturn:
-    """End ``run_code`` as ``CODE_RUN_FAILED`` of ``kind``; ``meta["failure"]`` says so
-    (``note``: a line about the run's session, after the output)."""
+    """End ``run_code`` as ``CODE_RUN_FAILED`` of ``kind``; ``meta["failure"]`` says so.
+    ``note``: a line the host adds after the message (the dispatch log was summarised)."""
     meta = {} if meta is None else meta
     meta["failure"] = {"kind": kind, "detail": detail}
-    message = failure_message(kind, detail, output) + (f"\n{note}" if note else "")
-    raise BodyFailure("CODE_RUN_FAILED", message, meta)
+    message = failure_message(kind, detail, output)
+    raise BodyFailure("CODE_RUN_FAILED", f"{message}\n{note}" if note else message, meta)
 
 
 class HostOperations(ABC):
@@ -119,20 +122,30 @@ class ProgramRun:
         self.lifetime = CancelSignal()
         self.signal, self._detach = fuse(signal, self.lifetime)
         self.halt = CancelSignal()
-        self.scheduler = Scheduler(limits.max_parallel_calls)
         self.started = started
         self.deadline = started + limits.wall_seconds
         self.dispatch_log = DispatchLog(execution, scope)
-        self.record = CallRecord(execution.call_id, replay, self.abort)
-        self._count = 0
+        may_suspend = call_site(scope).approver is not None
+        self.record = CallRecord(execution.call_id, replay, self.abort, may_suspend=may_suspend)
         self._abort = anyio.Event()
         self._abort_reason = ""
         # The run's nested calls: each batch in a task of this detached group.
         self._calls = DetachedGroup(f"ptc-run-calls:{execution.call_id}")
-        self._in_flight: dict[str, str] = {}
-        self._host_operations = host_operations or _NoHostOperations()
         self.session = session
         self.session_note: SessionNote | None = None
+        operations = host_operations or _NoHostOperations()
+        self._batches = Batches(
+            execution,
+            scope,
+            max_parallel_calls=limits.max_parallel_calls,
+            signal=self.signal,
+            lifetime=self.lifetime,
+            halt=self.halt,
+            dispatch_log=self.dispatch_log,
+            record=self.record,
+            answer_operation=operations.answer,
+            group=self._calls,
+        )
 
     def abort(self, reason: str) -> None:
         """Kill the worker; the run ends as ``abort`` (the runtime is closing)."""
@@ -219,7 +232,7 @@ class ProgramRun:
         with anyio.move_on_after(DRAIN_GRACE_S):
             await calls.done.wait()
         if not calls.done.is_set():
-            stuck = ", ".join(f"{cid} ({name})" for cid, name in self._in_flight.items())
+            stuck = self._batches.in_flight()
             logger.warning(
                 "run_code %s: nested call(s) %s did not stop when cancelled at the end of the "
                 "run; abandoned (still running in the background)",
@@ -237,96 +250,9 @@ class ProgramRun:
 
     def start_batch(self, pending: CallBatch) -> None:
         """Dispatch a batch in the run's detached group, so a batch in flight when the
-        worker dies still drains before ``run_code`` returns; the task itself answers it
+        worker dies still drains before ``run_code`` returns; the job itself answers it
         (no task of the backend's waits for the replies: the nested-call hot path)."""
-        self._calls.start_soon(self._answer, self._numbered(pending.calls), pending)
-
-    async def _answer(
-        self, batch: list[tuple[int, ToolCall | CallRequest]], pending: CallBatch
-    ) -> None:
-        try:
-            replies = await self._dispatch(batch)
-        except Exception as exc:  # a host bug: the backend kills the run and re-raises it
-            pending.fail(exc)
-            raise
-        await pending.reply(replies)
-
-    def _numbered(self, calls: Sequence[CallRequest]) -> list[tuple[int, ToolCall | CallRequest]]:
-        """Each tool call numbered from 1 in submission order (its ``<outer>:ptc:<n>``);
-        a host operation gets 0 and stays a request."""
-        batch: list[tuple[int, ToolCall | CallRequest]] = []
-        for call in calls:
-            if HOST_OPERATION_MARK in call.tool:
-                batch.append((0, call))
-                continue
-            self._count += 1
-            call_id = f"{self.execution.call_id}:ptc:{self._count}"
-            batch.append((self._count, ToolCall(call.tool, call.arguments, call_id=call_id)))
-        return batch
-
-    async def _dispatch(self, batch: list[tuple[int, ToolCall | CallRequest]]) -> list[CallReply]:
-        operations = [(i, c) for i, (_, c) in enumerate(batch) if isinstance(c, CallRequest)]
-        calls = [(n, c) for n, c in batch if isinstance(c, ToolCall)]
-        replies = dict(zip((n for n, _ in calls), await self._dispatch_calls(calls), strict=True))
-        answers = {i: await self._host_operations.answer(op) for i, op in operations}
-        return [answers[i] if n == 0 else replies[n] for i, (n, _) in enumerate(batch)]
-
-    async def _dispatch_calls(self, batch: list[tuple[int, ToolCall]]) -> list[CallReply]:
-        if not batch:
-            return []
-        for _, call in batch:
-            self._in_flight[call.call_id or ""] = call.name
-        try:
-            answered: dict[int, CallReply] = {}
-            live: list[tuple[int, ToolCall]] = []
-            for n, call in batch:
-                recorded = self.record.replayed(n, call)
-                if self.record.diverged:
-                    answered[n] = CallReply.failure("CANCELLED", "the run is ending")
-                elif recorded is not None:
-                    answered[n] = self.record.answer_replayed(n, recorded)
-                    self.dispatch_log.replayed(call, recorded)
-                else:
-                    live.append((n, call))
-            if live:
-                await self._run_live(live, answered)
-            return [answered[n] for n, _ in batch]
-        finally:
-            for _, call in batch:
-                self._in_flight.pop(call.call_id or "", None)
-
-    async def _run_live(
-        self, live: list[tuple[int, ToolCall]], answered: dict[int, CallReply]
-    ) -> None:
-        started = time.perf_counter()
-        calls = [call for _, call in live]
-        # The site is taken per call: visibility is re-checked at dispatch time.
-        results = await self.scheduler.run(
-            self._site,
-            calls,
-            signal=self.signal,
-            parent=self.execution.token,
-            root_call_id=self.execution.root_call_id,
-            halt=self.halt,
-        )
-        duration_ms = (time.perf_counter() - started) * 1000
-        for (n, call), result in zip(live, results, strict=True):
-            if _code(result) == "SUSPENDED":
-                self.record.suspend(n, call, result)
-                answered[n] = CallReply.failure("SUSPENDED", "the run is suspended")
-                continue
-            answered[n] = _reply(result)
-            if _abandoned(result, self.lifetime, self.halt):
-                continue
-            logged = await self.dispatch_log.live(call, result, duration_ms)
-            self.record.completed(n, call, answered[n], logged)
-
-    def _site(self, call: ToolCall) -> CallSite:
-        site = call_site(self.scope)
-        approver = self.record.approver(call)
-        if approver is not None:
-            site = dataclasses.replace(site, approver=approver)
-        return site
+        self._batches.start(pending)
 
     def _result(self, outcome: RunOutcome) -> BodyResult:
         output = outcome.output
@@ -338,31 +264,35 @@ class ProgramRun:
             "stats": thaw(stats.as_json()),
             "output": {"total_bytes": output.total_bytes, "truncated": output.truncated},
         }
-        note = self.session_note
-        line = ""
-        if note is not None:
-            meta["session"] = note.meta
-            line = note.line
+        lines = []
+        if self.session_note is not None:
+            meta["session"] = self.session_note.meta
+            lines.append(self.session_note.line)
+        summary = self.dispatch_log.summary()
+        if summary is not None:
+            meta["dispatch_log_summary"] = summary
+            lines.append(_summary_note(summary))
+        note = "\n".join(lines)
         if self.record.diverged:
-            return fail_run("replay-diverged", self.record.diverged, output.text, meta, line)
+            return fail_run("replay-diverged", self.record.diverged, output.text, meta, note)
         suspended = self.record.suspension(output.text, meta)
         if suspended is not None:
             raise suspended
         if self.caller.cancelled:
             message = f"tool call aborted\nCaptured output:\n{output.text}"
-            raise BodyFailure("ABORTED", message + (f"\n{line}" if line else ""), meta)
+            raise BodyFailure("ABORTED", f"{message}\n{note}" if note else message, meta)
         if outcome.ok:
             missed = self.record.missed_pending()
             if missed:
-                return fail_run("replay-diverged", missed, output.text, meta, line)
-            value = {"result": outcome.value, "stdout": output.text}
-            content = render_run_code(value, line) if line else None
+                return fail_run("replay-diverged", missed, output.text, meta, note)
+            value: JSON = {"result": outcome.value, "stdout": output.text}
+            content = render_run_code(value, note) if note else None
             return BodyResult(value=value, meta=meta, content=content)
         kind = outcome.kind or "worker-exit"
         detail = outcome.detail
         if kind == "abort" and self._abort_reason:
             detail = self._abort_reason
-        return fail_run(kind, detail, output.text, meta, line)
+        return fail_run(kind, detail, output.text, meta, note)
 
 
 class _RunCalls:
@@ -394,7 +324,8 @@ class _AwaitedBatch:
         self._error: BaseException | None = None
 
     async def reply(self, replies: Sequence[CallReply]) -> None:
-        self._replies = replies
+        # Read after this returns, by then let go of by whoever gave them: copied.
+        self._replies = list(replies)
         self._answered.set()
 
     def fail(self, error: BaseException) -> None:
@@ -408,16 +339,9 @@ class _AwaitedBatch:
         return self._replies
 
 
-def _code(result: ToolResult) -> str | None:
-    return result.error.code if result.error is not None else None
-
-
-def _abandoned(result: ToolResult, lifetime: CancelSignal, halt: CancelSignal) -> bool:
-    ended = lifetime.cancelled or halt.cancelled
-    return ended and _code(result) == "ABORTED_BEFORE_DISPATCH"
-
-
-def _reply(result: ToolResult) -> CallReply:
-    if result.error is not None:
-        return CallReply.failure(result.error.code, result.error.message)
-    return CallReply.success(thaw(result.value))
+def _summary_note(summary: dict[str, JSON]) -> str:
+    """The line the model reads when the run's dispatch log was summarised."""
+    return (
+        f"[ptc: this run made {summary['calls']} tool calls; the host's dispatch log keeps "
+        f"the first {summary['limit']} and counts the other {summary['omitted']} by tool]"
+    )

@@ -10,11 +10,13 @@ runs them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import anyio
 from anyio.abc import TaskStatus
+
+from worker import Pacer
 
 from ._json import JSONLike
 from ._pipeline import (
@@ -29,7 +31,7 @@ from ._results import ToolResult
 from ._signals import CancelSignal
 from ._tools import ExecutionToken
 
-__all__ = ("Scheduler", "ToolCall")
+__all__ = ("OnResult", "Scheduler", "ToolCall")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +41,11 @@ class ToolCall:
     name: str
     arguments: Mapping[str, JSONLike] = field(default_factory=dict)
     call_id: str | None = None
+
+
+OnResult = Callable[[int, "ToolCall", ToolResult], Awaitable[None]]
+"""Takes each result of :meth:`Scheduler.stream`: its call's index in the batch, the call
+and its result."""
 
 
 class _Barrier:
@@ -178,6 +185,28 @@ class FastLock:
         self._lock.release()
 
 
+class _InFlight:
+    """How many of one batch's parallel calls still run, and a way to wait until none
+    does (one counter per batch, not an event per call: a batch may hold 100,000)."""
+
+    __slots__ = ("_drained", "count")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._drained: anyio.Event | None = None
+
+    def ended(self) -> None:
+        self.count -= 1
+        if self.count == 0 and self._drained is not None:
+            self._drained.set()
+
+    async def drained(self) -> None:
+        if self.count:
+            self._drained = anyio.Event()
+            await self._drained.wait()
+            self._drained = None
+
+
 def _fired(signal: CancelSignal | None, halt: CancelSignal | None) -> bool:
     return (signal is not None and signal.cancelled) or (halt is not None and halt.cancelled)
 
@@ -211,6 +240,30 @@ class Scheduler:
         not begun pre-execute (``ABORTED_BEFORE_DISPATCH``, not emitted) without touching
         started ones; a call whose approval is deferred fires it.
         """
+        results: list[ToolResult | None] = [None] * len(calls)
+
+        async def keep(index: int, spec: ToolCall, result: ToolResult) -> None:
+            results[index] = result
+
+        await self.stream(
+            site, calls, keep, signal=signal, parent=parent, root_call_id=root_call_id, halt=halt
+        )
+        return results_in_order(results)
+
+    async def stream(
+        self,
+        site: Callable[[ToolCall], CallSite],
+        calls: Iterable[ToolCall],
+        on_result: OnResult,
+        *,
+        signal: CancelSignal | None = None,
+        parent: ExecutionToken | None = None,
+        root_call_id: str | None = None,
+        halt: CancelSignal | None = None,
+    ) -> None:
+        """:meth:`run`, but each result goes to ``await on_result(index, call, result)`` as
+        its call ends (in the call's own task), and none is kept: a batch of any size holds
+        only the calls in flight. ``calls`` is taken one at a time, as each may start."""
 
         def start(spec: ToolCall) -> Call | ToolResult:
             """The call of ``spec``, or its result when it may not even be created."""
@@ -227,60 +280,69 @@ class Scheduler:
                 signal=signal,
             )
 
-        if len(calls) == 1:
+        if isinstance(calls, Sequence) and len(calls) == 1:
             # Nothing to overlap with: no task group (the hot path of code-mode calls).
-            only = start(calls[0])
+            spec = calls[0]
+            only = start(spec)
             if isinstance(only, ToolResult):
-                return [only]
-            if only.final:
-                return [await only.run()]
-            admission = self._shared(signal, halt) if only.parallel else self._exclusive()
-            return [await only.run(admission=admission, prepare_lock=self._prepare_lock, halt=halt)]
-        results: list[ToolResult | None] = [None] * len(calls)
-        in_flight: list[anyio.Event] = []
+                await on_result(0, spec, only)
+            elif only.final:
+                await on_result(0, spec, await only.run())
+            else:
+                admission = self._shared(signal, halt) if only.parallel else self._exclusive()
+                result = await only.run(
+                    admission=admission, prepare_lock=self._prepare_lock, halt=halt
+                )
+                await on_result(0, spec, result)
+            return
+        in_flight = _InFlight()
+        pacer = Pacer()  # calls that end without an event-loop round (exclusive async
+        # bodies, early failures) would otherwise hold the loop for the whole batch
         async with anyio.create_task_group() as group:
             for index, spec in enumerate(calls):
+                await pacer.tick()
                 call = start(spec)
                 if isinstance(call, ToolResult):
-                    results[index] = call
+                    await on_result(index, spec, call)
                 elif call.final:
-                    results[index] = await call.run()
+                    await on_result(index, spec, await call.run())
                 elif not call.parallel:
                     # Exclusive: wait for this batch's parallel calls, then own the barrier.
-                    for done in in_flight:
-                        await done.wait()
-                    in_flight.clear()
-                    results[index] = await call.run(
+                    await in_flight.drained()
+                    result = await call.run(
                         admission=self._exclusive(), prepare_lock=self._prepare_lock, halt=halt
                     )
+                    await on_result(index, spec, result)
                 else:
-                    done = anyio.Event()
-                    in_flight.append(done)
+                    in_flight.count += 1
                     # start() returns once the call's pre-execute is over: the next call's
                     # pre-execute begins only then, and a full pool holds the loop here.
-                    await group.start(self._run_parallel, call, results, index, done, signal, halt)
-        return results_in_order(results)
+                    await group.start(
+                        self._run_parallel, call, spec, index, on_result, in_flight, signal, halt
+                    )
 
     async def _run_parallel(
         self,
         call: Call,
-        results: list[ToolResult | None],
+        spec: ToolCall,
         index: int,
-        done: anyio.Event,
+        on_result: OnResult,
+        in_flight: _InFlight,
         signal: CancelSignal | None,
         halt: CancelSignal | None,
         *,
         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         try:
-            results[index] = await call.run(
+            result = await call.run(
                 admission=self._shared(signal, halt),
                 prepare_lock=self._prepare_lock,
                 prepared=task_status.started,
                 halt=halt,
             )
+            await on_result(index, spec, result)
         finally:
-            done.set()
+            in_flight.ended()
 
     def _shared(self, signal: CancelSignal | None, halt: CancelSignal | None) -> _Shared:
         return _Shared(self._slots, self._barrier, signal, halt)

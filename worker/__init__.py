@@ -21,6 +21,7 @@ from ._json_bytes import JsonValues as JsonValues
 from ._messages import HOST_OPERATION_MARK as HOST_OPERATION_MARK
 from ._messages import HOST_OPERATIONS as HOST_OPERATIONS
 from ._output import OutputCapture as OutputCapture
+from ._pacing import Pacer as Pacer
 from ._timing import TimingHook as TimingHook
 from ._timing import set_timing_hook as set_timing_hook
 from ._timing import timing_mark as timing_mark
@@ -62,6 +63,7 @@ __all__ = (
     "JsonValues",
     "Limits",
     "OutputCapture",
+    "Pacer",
     "Profile",
     "ProtocolError",
     "RunOutcome",

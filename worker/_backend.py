@@ -37,8 +37,11 @@ from ._types import (
     RunRequest,
 )
 
-EXIT_REPORT_S = 0.05
-"""How long a finished run waits for an exit report when its child is already reaped."""
+EXIT_REPORT_S = 1.0
+"""How long a finished run waits for an exit report when its child is already gone (its
+CPU time and peak memory are in the report). It comes as soon as the keeper reaps the
+child, so the bound is only reached on a busy machine, where a child that freed hundreds
+of MiB at exit took 50 ms and more: a shorter wait then returned an unmeasured peak."""
 
 
 class SubprocessBackend(WorkerBackend):
@@ -140,6 +143,11 @@ class SubprocessBackend(WorkerBackend):
             loop.peak_memory_kib = child.cgroups.peak_memory_kib()
             if loop.peak_memory_kib is None:
                 loop.peak_memory_kib = child.peak_rss_kib()
+            if not finished and child.pid > 0:
+                # Read while it may still live (a timeout, an abort): the kill that follows
+                # gives the keeper only a moment to report before cgroup.kill takes it down
+                # too, and on a busy machine its report (the rusage) may not come at all.
+                loop.cpu_ms = child.cpu_ms_now() or 0.0
             if finished:
                 cpu_ms = child.cpu_ms_now() if child.pid > 0 else 0.0
                 if cpu_ms is None or loop.peak_memory_kib is None:

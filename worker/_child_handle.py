@@ -229,6 +229,9 @@ class ChildHandle:
         """Kill the whole tree and confirm it is gone (keeper exit, cgroup empty)."""
         if self._closed:
             return
+        if self._pidfd < 0:
+            await self._end_unstarted()
+            return
         self._killed = False
         self.signal_kill()
         # The child is pid 1 of its namespace (or at least the tree's root): its death
@@ -254,6 +257,23 @@ class ChildHandle:
             with contextlib.suppress(OSError):
                 signal.pidfd_send_signal(self._keeper_pidfd, signal.SIGKILL)
 
+    async def _end_unstarted(self) -> None:
+        """End a child that has not said hello: there is no pid to signal, and no report
+        comes until the child exits, which nothing would make it do (waiting for it held a
+        burst of starts cut short by Ctrl-C for seconds). Ending both channels is the kill:
+        a child the zygote has forked exits when its channel does, one not forked yet finds
+        its channels closed (or its cgroups gone) and fails its setup. Only the cgroups can
+        confirm it, and they are not kept for another run (:meth:`close`)."""
+        await self.channel.aclose()
+        await self.keeper.aclose()
+        if self._cgroups.populated():
+            self._cgroups.kill()
+        with anyio.move_on_after(KILL_CONFIRM_S):
+            while True:
+                if not self._cgroups.populated():
+                    break
+                await anyio.sleep(0.0005)
+
     async def close(self, janitor: CgroupJanitor | None = None) -> None:
         """Kill (if needed) and release everything: sockets, pidfd, scratch, cgroups.
 
@@ -270,7 +290,9 @@ class ChildHandle:
                 with contextlib.suppress(OSError):
                     os.close(fd)
             remove_scratch(self._scratch)
-            if janitor is None:
+            # A child that never said hello may still join its cgroups (the zygote forks
+            # it later): they are removed, never handed to another run.
+            if janitor is None or self._pid == 0:
                 self._cgroups.remove()
             else:
                 janitor.recycle(self._cgroups)

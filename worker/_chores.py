@@ -32,6 +32,13 @@ class Chores:
         task.add_done_callback(self._tasks.discard)
         return True
 
+    def cancel(self, name: str) -> None:
+        """Cancel the chores of this kind still running (work a closing pool no longer
+        needs, such as priming a child it is about to close)."""
+        for task in list(self._tasks):
+            if task.get_name() == f"ptc-worker-{name}":
+                task.cancel()
+
     async def wait(self) -> None:
         """Wait until no chore is left (chores may start others)."""
         while self._tasks:

@@ -238,7 +238,8 @@ def parse_body(body: bytes, validate: Validator) -> Frame:
 
 
 class FrameDecoder:
-    """Incremental decoder: feed bytes as they arrive, get back complete validated frames.
+    """Incremental decoder: feed bytes as they arrive, get back complete validated frames
+    (all at once with :meth:`feed`, or one at a time: :meth:`push`, then :meth:`next`).
 
     After a :class:`ProtocolError` the decoder stays broken (the stream cannot be resynced).
     """
@@ -255,28 +256,43 @@ class FrameDecoder:
 
     @property
     def buffered(self) -> int:
-        """Bytes of a frame not complete yet (every frame the next :meth:`feed` completes
-        is at most this plus that feed's bytes long)."""
+        """Bytes buffered and not decoded yet (every frame decoded after the next
+        :meth:`push` or :meth:`feed` is at most this plus that call's bytes long)."""
         return len(self._buffer)
 
     def feed(self, data: bytes) -> list[Frame]:
+        """Buffer ``data`` and decode every frame the buffer now completes."""
+        self.push(data)
+        frames: list[Frame] = []
+        while (frame := self.next()) is not None:
+            frames.append(frame)
+        return frames
+
+    def push(self, data: bytes) -> None:
+        """Buffer ``data`` without decoding anything (:meth:`next` decodes, one at a time)."""
         if self._failed is not None:
             raise self._failed
         self._buffer += data
-        frames: list[Frame] = []
+
+    def next(self) -> Frame | None:
+        """The next complete frame in the buffer, decoded and validated; ``None`` until
+        more bytes complete one."""
+        if self._failed is not None:
+            raise self._failed
+        buffer = self._buffer
+        if len(buffer) < 4:
+            return None
         try:
-            while len(self._buffer) >= 4:
-                (length,) = _HEADER.unpack_from(self._buffer)
-                _check_length(length)
-                if len(self._buffer) < 4 + length:
-                    break
-                body = bytes(self._buffer[4 : 4 + length])
-                del self._buffer[: 4 + length]
-                frames.append(parse_body(body, self._validate))
+            (length,) = _HEADER.unpack_from(buffer)
+            _check_length(length)
+            if len(buffer) < 4 + length:
+                return None
+            body = bytes(buffer[4 : 4 + length])
+            del buffer[: 4 + length]
+            return parse_body(body, self._validate)
         except ProtocolError as exc:
             self._failed = exc
             raise
-        return frames
 
     def eof(self) -> None:
         """Declare the end of the stream: a partial frame left over is a protocol error."""

@@ -47,6 +47,9 @@ MAX_SAVED_NAME_CHARS = 1024
 """Longest name in ``saved`` (a global's, or ``file <path>``)."""
 MAX_SAVED_TEXT_CHARS = 4096
 """Longest reason or problem in ``saved``."""
+CALLS_PER_FRAME = 256
+"""Most calls the child puts in one ``call`` frame: a larger batch spans several (``more``),
+so the host decodes and checks a batch of any size in pieces of bounded work."""
 
 CHILD_FAILURE_KINDS = frozenset(
     ("exception", "policy", "invalid-result", "memory-limit", "syntax")
@@ -143,20 +146,26 @@ def _positive_int(value: object) -> None:
         raise _Mismatch("must be at least 1")
 
 
-def _record(spec: Mapping[str, Check]) -> Check:
-    """An object with exactly the fields of ``spec``, each passing its check."""
+def _record(spec: Mapping[str, Check], optional: Mapping[str, Check] | None = None) -> Check:
+    """An object with exactly the fields of ``spec`` (and any of ``optional``), each
+    passing its check."""
     names = frozenset(spec)
+    allowed = names | frozenset(optional or {})
     checks = tuple(spec.items())
+    optional_checks = tuple((optional or {}).items())
 
     def check(value: object) -> None:
         _OBJECT(value)
         assert isinstance(value, dict)
+        present = checks
         if value.keys() != names:
-            extra = sorted(set(value) - names)
+            extra = sorted(set(value) - allowed)
             if extra:
                 raise _Mismatch(f"unknown field(s) {extra}")
-            raise _Mismatch(f"missing field(s) {sorted(names - set(value))}")
-        for name, field_check in checks:
+            if not names <= value.keys():
+                raise _Mismatch(f"missing field(s) {sorted(names - set(value))}")
+            present = checks + tuple((n, c) for n, c in optional_checks if n in value)
+        for name, field_check in present:
             try:
                 field_check(value[name])
             except _Mismatch as exc:
@@ -222,6 +231,8 @@ class FrameSchema:
     fields: Mapping[str, Check]
     failed: Mapping[str, Check] | None = None
     """When set, the frame carries ``ok``: ``true`` adds :attr:`fields`, ``false`` these."""
+    optional: Mapping[str, Check] | None = None
+    """Fields the frame may carry besides :attr:`fields`."""
 
 
 _ENFORCEMENT = _record(
@@ -249,9 +260,7 @@ HOST_OPERATIONS: Mapping[str, Check] = {
     "catalog:search": _record(
         {"query": _text(MAX_SEARCH_QUERY_CHARS), "limit": _int_range(1, MAX_SEARCH_LIMIT)}
     ),
-    "catalog:describe": _record(
-        {"idents": _list_of(_text(MAX_DESCRIBE_IDENT_CHARS), min_items=1)}
-    ),
+    "catalog:describe": _record({"idents": _list_of(_text(MAX_DESCRIBE_IDENT_CHARS), min_items=1)}),
 }
 """Host operation -> the check of its arguments (``catalog.search`` / ``catalog.describe``)."""
 
@@ -304,7 +313,11 @@ SCHEMAS: Mapping[Sender, Mapping[str, FrameSchema]] = {
         "ready": FrameSchema({"pid": _INT, "enforcement": _map_of(DIMENSIONS, _ENFORCEMENT)}),
         # The rlimits the child set itself, before any program (the answer to ``limits``).
         "applied": FrameSchema({"applied": _BOOL, "error": _text(1000), "cpu_limit_s": _NUMBER}),
-        "call": FrameSchema({"calls": _list_of(_call_entry, min_items=1)}),
+        # A batch over CALLS_PER_FRAME calls spans several frames: all but its last say
+        # ``more`` (true), and the host starts the batch once its last frame is in.
+        "call": FrameSchema(
+            {"calls": _list_of(_call_entry, min_items=1)}, optional={"more": _exact(bool)}
+        ),
         "stdout": FrameSchema({"data": _STR}),
         "log": FrameSchema({"record": _LOG_RECORD}),
         "state": _STATE,
@@ -345,8 +358,9 @@ SCHEMAS: Mapping[Sender, Mapping[str, FrameSchema]] = {
 
 def _frame_check(schema: FrameSchema, ok: bool) -> Check:
     if schema.failed is None:
-        return _record({"type": _STR, **schema.fields})
-    return _record({"type": _STR, "ok": _any, **(schema.fields if ok else schema.failed)})
+        return _record({"type": _STR, **schema.fields}, schema.optional)
+    fields = schema.fields if ok else schema.failed
+    return _record({"type": _STR, "ok": _any, **fields}, schema.optional)
 
 
 # Built once: (sender, type, ok) -> the check of the whole frame.

@@ -412,17 +412,18 @@ class ChildPool:
     async def aclose(self) -> None:
         self.closed = True
         with anyio.CancelScope(shield=True):
+            # A child being primed may wait seconds for its hello when the zygote has a
+            # burst of requests queued: it is closed below instead (the teardowns run on).
+            self.chores.cancel("priming")
             await self.chores.wait()
             pool, self._pool = self._pool, []
             for entry in pool:
-                child = entry.child
-                if not child.ready:
-                    with contextlib.suppress(WorkerError):
-                        await child.handshake(SPAWN_TIMEOUT_S)
-                await child.close()
+                await entry.child.close()  # one still starting is ended by its channels
             for child in self._doomed:
                 await child.close()
             self._doomed.clear()
-            self.zygote.stop()
+            # Off the event loop: a zygote that still forks children for requests queued
+            # before the goodbye (a burst of starts cut short) takes up to its bound.
+            await anyio.to_thread.run_sync(self.zygote.stop)
             remove_scratch(self.root)
             await anyio.to_thread.run_sync(self.janitor.close)

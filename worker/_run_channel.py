@@ -4,7 +4,9 @@ Frames are read from the raw socket, not through the stream: woken by readiness,
 costs one event-loop round. :meth:`RunChannel.push_frames` (the run loop's way on asyncio)
 reads and handles them in the event loop's reader callback; :meth:`RunChannel.next_frame`
 and :meth:`RunChannel.pull_frames` read them in the caller's task. Every frame is validated
-(``_messages``) before anyone sees it.
+(``_messages``) before anyone sees it. Frames are decoded one at a time as they are
+handled, and handling is paced (``_pacing``): a read that brought many frames (a big batch
+spans several) never holds the event loop for more than a slice of work.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections import deque
 from collections.abc import Callable
 
 import anyio
@@ -21,6 +22,7 @@ from anyio.abc import SocketAttribute, SocketStream
 
 from ._framing import MAX_FRAME_BYTES, Frame, FrameDecoder
 from ._messages import validate_child_frame
+from ._pacing import Pacer
 
 _RECEIVE_BYTES = 65536
 
@@ -32,7 +34,6 @@ class RunChannel:
         self._stream = stream
         self._raw: socket.socket = stream.extra(SocketAttribute.raw_socket)
         self._decoder = FrameDecoder(validate_child_frame)
-        self._frames: deque[Frame] = deque()
         self._frames_bytes = MAX_FRAME_BYTES
         self._waiter: asyncio.Future[None] | None = None
         self._watching: tuple[asyncio.AbstractEventLoop, int] | None = None
@@ -42,8 +43,9 @@ class RunChannel:
 
         Reads the socket directly: woken by readiness, a frame costs one event-loop round
         (a stream's receive adds a checkpoint). Data that was there without waiting still
-        yields once per read, so a flooding child cannot starve the loop (or the deadline)."""
-        while not self._frames:
+        yields once per read, so a flooding child cannot starve the loop (or the deadline).
+        Frames are decoded one at a time, as they are asked for."""
+        while (frame := self._decoder.next()) is None:
             data = self._receive()
             if data is None:
                 await self._readable()
@@ -52,37 +54,68 @@ class RunChannel:
                     continue
             elif data:
                 await anyio.lowlevel.checkpoint()
-            frames = self._decode(data)
-            if frames is None:
+            if not self._take(data):
                 return None
-            self._frames.extend(frames)
-        return self._frames.popleft()
+        return frame
 
     async def pull_frames(self, handle: Callable[[Frame], bool]) -> bool:
         """Hand every frame to ``handle``, read one by one with :meth:`next_frame`, until
         ``handle`` says stop (``False``: returns ``True``) or the stream ends (returns
-        ``False``); ``ProtocolError`` if a frame is malformed."""
+        ``False``); ``ProtocolError`` if a frame is malformed. Paced: the loop runs at
+        least once per slice of work (``_pacing``), however many frames one read brought."""
+        pacer = Pacer()
         while (frame := await self.next_frame()) is not None:
             if not handle(frame):
                 return True
+            await pacer.tick()
         return False
 
     async def push_frames(self, handle: Callable[[Frame], bool]) -> bool:
         """:meth:`pull_frames`, but on asyncio the frames are read and handled in the
         loop's reader callback, one read (at most 64 KiB) per readiness, so a flooding
-        child cannot starve the loop; the caller's task only waits for the end. Frames read
-        after a stop are dropped (the caller is done with the stream). ``handle`` must not
-        block; it runs outside any task, so it must not start tasks or cancel scopes through
-        anyio (which finds the running loop there only if ``anyio.run`` started it, once
-        ``sniffio`` is installed)."""
-        while self._frames:  # read before (the handshake's read may have brought more)
-            if not handle(self._frames.popleft()):
+        child cannot starve the loop; the caller's task only waits for the end. A callback
+        handles frames for at most a slice of work (``_pacing``): frames left over are
+        handled in the next turns of the loop, and the socket is not read until they are.
+        Frames read after a stop are dropped (the caller is done with the stream).
+        ``handle`` must not block; it runs outside any task, so it must not start tasks or
+        cancel scopes through anyio (which finds the running loop there only if
+        ``anyio.run`` started it, once ``sniffio`` is installed)."""
+        pacer = Pacer()
+        while (frame := self._decoder.next()) is not None:  # the handshake's read brought more
+            if not handle(frame):
+                self._drop_buffered()
                 return True
+            await pacer.tick()
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return await self.pull_frames(handle)
         ended: asyncio.Future[bool] = loop.create_future()
+        fd = self._raw.fileno()
+
+        def handle_some() -> None:
+            """Handle buffered frames for one slice; go on in the next loop turn (not
+            reading meanwhile) if frames are left, read again once none is."""
+            if ended.done():
+                return
+            pacer.restart()
+            try:
+                while (frame := self._decoder.next()) is not None:
+                    if not handle(frame):
+                        self._drop_buffered()
+                        ended.set_result(True)
+                        return
+                    if pacer.due():
+                        if self._watching is not None:
+                            self._unwatch()
+                        loop.call_soon(handle_some)
+                        return
+            except BaseException as exc:  # malformed, or a bug in handle(): raised in the task
+                ended.set_exception(exc)
+                return
+            if self._watching is None:
+                loop.add_reader(fd, readable)
+                self._watching = (loop, fd)
 
         def readable() -> None:
             if ended.done():
@@ -91,25 +124,25 @@ class RunChannel:
             if data is None:
                 return
             try:
-                frames = self._decode(data)
-                if frames is None:
+                if not self._take(data):
                     ended.set_result(False)
                     return
-                for frame in frames:
-                    if not handle(frame):
-                        ended.set_result(True)
-                        return
-            except BaseException as exc:  # malformed, or a bug in handle(): raised in the task
+            except BaseException as exc:  # a partial frame at the end of the stream
                 ended.set_exception(exc)
+                return
+            handle_some()
 
         self._unwatch()
-        fd = self._raw.fileno()
         loop.add_reader(fd, readable)
         self._watching = (loop, fd)
         try:
             return await ended
         finally:
             self._unwatch()
+
+    def _drop_buffered(self) -> None:
+        """Forget what was read after a stop (the caller is done with the stream)."""
+        self._decoder = FrameDecoder(validate_child_frame)
 
     def _receive(self) -> bytes | None:
         """One read without waiting: the bytes, ``b""`` at the end of the stream (or a
@@ -121,14 +154,15 @@ class RunChannel:
         except OSError:
             return b""
 
-    def _decode(self, data: bytes) -> list[Frame] | None:
-        """The frames ``data`` completes; ``None`` at the end of the stream (a partial
+    def _take(self, data: bytes) -> bool:
+        """Buffer ``data`` for decoding; ``False`` at the end of the stream (a partial
         frame left over is a ``ProtocolError``)."""
         if not data:
             self._decoder.eof()
-            return None
+            return False
         self._frames_bytes = self._decoder.buffered + len(data)
-        return self._decoder.feed(data)
+        self._decoder.push(data)
+        return True
 
     async def _readable(self) -> None:
         """Wait until the run channel is readable.

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
-import signal
+import functools
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -24,18 +24,19 @@ import anyio
 import anyio.abc
 
 from ._abc import CallHandler, CallStarter, StdoutListener
+from ._call_batch import PackedCalls, StartedBatch
 from ._child_handle import ChildHandle
-from ._confine import EXIT_CPU_LIMIT
+from ._death_cause import death_cause
 from ._errors import ProtocolError, WorkerError
 from ._framing import Frame, encode, json_problem, json_size, scrub_surrogates, scrub_text
 from ._messages import MAX_CALL_ARGUMENTS_BYTES
 from ._output import OutputCapture, emit_log
+from ._pacing import Pacer
 from ._state import SavedState, state_frames
 from ._timing import timing_mark
 from ._types import (
     MIB,
     CallReply,
-    CallRequest,
     Dimension,
     Enforcement,
     FailureKind,
@@ -49,7 +50,6 @@ _REWRITE_GROWTH = 5
 """How much longer decoded JSON can get written out compactly than the text it was read
 from: only numbers grow (``1e15`` is written ``1000000000000000.0``, 4.5 times), escapes
 and whitespace shrink."""
-DEATH_REPORT_S = 1.0
 
 
 class RunLoop:
@@ -80,10 +80,13 @@ class RunLoop:
         self.log_bytes = 0
         self.last_id = 0
         self.done: Frame | None = None
+        self._batch = PackedCalls()
+        """The calls of a batch whose frames are still coming (``more``)."""
         self.peak_memory_kib: int | None = None
         """The child's peak memory when the host measured it (cgroup or ``VmHWM``)."""
         self.cpu_ms = 0.0
-        """The child's CPU time when its exit report is not awaited (a finished run)."""
+        """The child's CPU time read from ``/proc``, for when its exit report does not come
+        (a finished run does not await it; a killed one may not get it)."""
         self.handler_error: BaseException | None = None
         # A run on a session: the state the child saves (opaque bytes, never parsed).
         self.state: SavedState | None = None
@@ -248,6 +251,7 @@ class RunLoop:
         if kind == "ready":
             return ("protocol", "second ready frame")
         if kind == "call":
+            requests = self._batch
             for call in frame["calls"]:
                 if call["id"] <= self.last_id:
                     return ("protocol", f"call id {call['id']} does not increase")
@@ -256,15 +260,17 @@ class RunLoop:
                 if problem is not None:
                     return ("protocol", f"call {call['id']}: {problem}")
                 scrub_surrogates(call)
+                # A batch names few tools many times: one string each, not one per call.
+                requests.add(call["id"], sys.intern(call["tool"]), call["arguments"])
             self.calls += len(frame["calls"])
             if self.calls > limits.max_calls:
                 return ("call-limit", f"more than {limits.max_calls} tool calls")
-            requests = [
-                CallRequest(id=c["id"], tool=c["tool"], arguments=c["arguments"])
-                for c in frame["calls"]
-            ]
+            if frame.get("more"):
+                return None  # the batch goes on in the next call frame
+            self._batch = PackedCalls()
             if self._starter is not None:
-                self._starter.start(_Batch(self, child, requests))
+                reply = functools.partial(self.send_replies, child)
+                self._starter.start(StartedBatch(requests, reply, self.handler_failed))
             else:
                 tg.start_soon(self._dispatch, child, requests)
         elif kind == "stdout":
@@ -285,6 +291,8 @@ class RunLoop:
                 return ("protocol", f"{kind}: {problem}")
         elif kind == "done":
             timing_mark("done")
+            if self._batch:
+                return ("protocol", "done before the last frame of a batch")
             problem = self._done_problem(frame)
             if problem is not None:
                 return ("protocol", problem)
@@ -317,7 +325,7 @@ class RunLoop:
             return f"done: the result is {size} bytes as JSON, over Limits.result_bytes ({limit})"
         return None
 
-    async def _dispatch(self, child: ChildHandle, requests: list[CallRequest]) -> None:
+    async def _dispatch(self, child: ChildHandle, requests: PackedCalls) -> None:
         """A batch answered by a plain :class:`CallHandler`, from a task of this run."""
         try:
             replies = await self.on_calls(requests)
@@ -335,7 +343,7 @@ class RunLoop:
             self._scope.cancel()
 
     async def send_replies(
-        self, child: ChildHandle, requests: Sequence[CallRequest], replies: Sequence[CallReply]
+        self, child: ChildHandle, requests: PackedCalls, replies: Sequence[CallReply]
     ) -> None:
         """One batch's result frames, in order; nothing once the run has ended."""
         if self._ended:
@@ -344,81 +352,36 @@ class RunLoop:
             error = WorkerError(f"handler returned {len(replies)} replies for {len(requests)}")
             self.handler_failed(error)
             return
-        data = b"".join(
-            _result_frame(r.id, reply) for r, reply in zip(requests, replies, strict=True)
-        )
+        # Encoded and sent in pieces of one slice of work each (``_pacing``): a batch of
+        # any size never holds the event loop for long.
+        pacer = Pacer()
+        pieces: list[bytes] = []
         with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            if not self._send_lock.locked():
-                # Nobody else is sending: write what the socket takes now, without an
-                # event-loop round; only a remainder waits (under the lock, in order).
-                data = data[child.channel.send_nowait(data) :]
-                if not data:
-                    return
-            async with self._send_lock:
-                await child.channel.send(data)
+            for call_id, reply in zip(requests.ids(), replies, strict=True):
+                pieces.append(_result_frame(call_id, reply))
+                if pacer.due():
+                    await self._send(child, b"".join(pieces))
+                    pieces.clear()
+                    await pacer.tick()
+            await self._send(child, b"".join(pieces))
+        await requests.drop()
+
+    async def _send(self, child: ChildHandle, data: bytes) -> None:
+        """Write whole frames, in order with every other sender's."""
+        if not data or self._ended:
+            return
+        if not self._send_lock.locked():
+            # Nobody else is sending: write what the socket takes now, without an
+            # event-loop round; only a remainder waits (under the lock, in order).
+            data = data[child.channel.send_nowait(data) :]
+            if not data:
+                return
+        async with self._send_lock:
+            await child.channel.send(data)
 
     async def _death(self, child: ChildHandle) -> Kill:
         """The child's channel closed without ``done``: find out why it died."""
-        broken = ""
-        with anyio.move_on_after(DEATH_REPORT_S):
-            try:
-                await child.keeper.wait_exit()
-            except WorkerError as exc:
-                broken = f" (its supervisor line broke its protocol: {exc})"
-        limits = self.request.limits
-        if child.cgroups.oom_killed():
-            return ("memory-limit", f"killed at the memory limit of {limits.memory_mib} MiB")
-        if child.keeper.killed:  # the scratch keeper killed it, and says for what
-            return (
-                "worker-exit",
-                f"the child was killed by the scratch keeper: {child.keeper.killed}",
-            )
-        report = child.keeper.exit
-        if report is None:
-            return ("worker-exit", f"the child exited without an exit status{broken}")
-        if died_of_cpu_limit(report.status, clock_s=report.cpu_clock_s, soft_s=child.cpu_limit_s):
-            return ("cpu-limit", f"CPU time limit of {limits.cpu_seconds:g} s exceeded")
-        status = report.status
-        if os.WIFSIGNALED(status):
-            return ("worker-exit", f"the child was killed by {_signal_name(os.WTERMSIG(status))}")
-        return ("worker-exit", f"the child exited with status {os.waitstatus_to_exitcode(status)}")
-
-
-def died_of_cpu_limit(status: int, *, clock_s: float, soft_s: float) -> bool:
-    """Whether a child with wait ``status`` died of its soft CPU limit ``soft_s``: its CPU
-    clock (read by the zygote from the zombie) reached the limit, and it died the way only
-    the limit makes it die here (the SIGXCPU handler's exit, SIGXCPU itself outside a pid
-    namespace, the hard limit's SIGKILL). Rusage is not evidence: it counts precise run
-    time, while the limit counts scheduler ticks (it reads up to ~10% lower)."""
-    if soft_s <= 0 or clock_s < soft_s:
-        return False
-    if os.WIFSIGNALED(status):
-        return os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL)
-    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_CPU_LIMIT
-
-
-class _Batch:
-    """A batch handed to a :class:`CallStarter`; its replies go back through the loop."""
-
-    __slots__ = ("_child", "_loop", "calls")
-
-    def __init__(self, loop: RunLoop, child: ChildHandle, calls: list[CallRequest]) -> None:
-        self._loop = loop
-        self._child = child
-        self.calls = calls
-
-    async def reply(self, replies: Sequence[CallReply]) -> None:
-        await self._loop.send_replies(self._child, self.calls, replies)
-
-    def fail(self, error: BaseException) -> None:
-        self._loop.handler_failed(error)
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:  # a real-time signal, say
-        return f"signal {number}"
+        return await death_cause(child, self.request.limits)
 
 
 def _to_anyio(deadline_monotonic: float) -> float:

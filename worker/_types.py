@@ -233,7 +233,7 @@ class SessionSave:
     problem: str = ""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CallRequest:
     """One tool call made by a program. ``id`` is unique within the run, from 1."""
 
@@ -242,7 +242,7 @@ class CallRequest:
     arguments: dict[str, JSON]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CallReply:
     """The host's answer to one :class:`CallRequest`: a value, or an error code and message."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import benchmarks.__main__ as bench_cli
-from benchmarks import _stats, latency, native_vs_code
+from benchmarks import _stats, latency, native_vs_code, scale
 
 
 @pytest.fixture
@@ -21,6 +21,7 @@ def suite_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, list[str]]]:
 
     monkeypatch.setattr(native_vs_code, "main", record("suite", 0))
     monkeypatch.setattr(latency, "main", record("latency", 1))
+    monkeypatch.setattr(scale, "main", record("scale", 0))
     return calls
 
 
@@ -39,11 +40,13 @@ def test_the_suites_get_every_argument_after_the_command(
     assert bench_cli.main(["suite", "--reps", "3", "--help"]) == 0
     assert bench_cli.main(["latency", "--quick"]) == 1
     assert bench_cli.main(["all", "--quick"]) == 1
+    assert bench_cli.main(["scale", "--sizes", "10"]) == 0
     assert suite_calls == [
         ("suite", ["--reps", "3", "--help"]),
         ("latency", ["--quick"]),
         ("suite", ["--quick"]),
         ("latency", ["--quick"]),
+        ("scale", ["--sizes", "10"]),
     ]
 
 

@@ -10,7 +10,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from mcp.client.session import IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.environments import Harness
+from tests.security._support import scratch_dirs
 
 from .conftest import TOY, wait_for
 
@@ -168,16 +168,22 @@ async def test_no_auth_says_so_on_start_and_mount_timeout_bounds_calls(tmp_path:
         await stop(process)
 
 
-def scratch_dirs() -> set[str]:
-    return {n for n in os.listdir(tempfile.gettempdir()) if n.startswith("ptc-run-")}
-
-
 async def test_serve_over_streamable_http_follows_list_changed(tmp_path: Path) -> None:
-    scratch_before = scratch_dirs()
+    # The server's own temp root: only its workers' scratch dirs are counted there, never
+    # those of other ptc hosts sharing the machine's /tmp.
+    scratch_root = tmp_path / "tmp"
+    scratch_root.mkdir()
+    os.chmod(tmp_path, 0o755)
+    os.chmod(scratch_root, 0o755)
     (tmp_path / "served_tools.py").write_text(TOOLS)
     command = [sys.executable, "-m", "ptc", "serve", "served_tools:register", "--mode", "both",
                "--mount-stdio", toy_line(tmp_path), "--http", "127.0.0.1:0"]  # fmt: skip
-    process = await anyio.open_process(command, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    process = await anyio.open_process(
+        command,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "TMPDIR": str(scratch_root)},
+    )
     heard: list[IncomingMessage] = []
 
     async def on_message(message: IncomingMessage) -> None:
@@ -201,6 +207,7 @@ async def test_serve_over_streamable_http_follows_list_changed(tmp_path: Path) -
             assert "shout" in names and "echo" in names and "extra" not in names
             shouted = await session.call_tool("run_code", {"code": "return tools.shout(text='hi')"})
             assert shouted.structured_content == {"result": "HI", "stdout": ""}
+            assert scratch_dirs(str(scratch_root))  # its pool's children: TMPDIR took
             # The toy server grows a tool; ptc re-registers it and tells this client.
             assert not (await session.call_tool("grow", {})).is_error
 
@@ -218,7 +225,7 @@ async def test_serve_over_streamable_http_follows_list_changed(tmp_path: Path) -
             status = await process.wait()
         await process.aclose()
     assert status == 130
-    assert scratch_dirs() <= scratch_before  # its workers' scratch went with them
+    assert scratch_dirs(str(scratch_root)) == set()  # its workers' scratch went with them
 
 
 @pytest.mark.parametrize(

@@ -194,3 +194,22 @@ def test_a_whole_result_thaws_to_plain_json() -> None:
     assert json.loads(json.dumps(plain)) == plain
     assert type(plain["meta"]) is dict and type(plain["content"]) is list
     assert ptc.thaw is thaw
+def test_freezing_frozen_parts_keeps_them_and_still_checks_what_it_must() -> None:
+    part = freeze({"a": [1, {"b": 2}]})
+    whole = freeze({"log": [part, part]})
+    assert isinstance(whole, dict) and isinstance(whole["log"], list)
+    assert whole["log"][0] is part  # checked and immutable already: not copied again
+    # One built by hand was never checked: it is copied, and refused if it is not JSON.
+    with pytest.raises(NotJSONError, match="not a JSON number"):
+        freeze({"x": FrozenDict({"y": float("nan")})})
+    # A frozen part still counts towards the depth where it is put.
+    deep: object = 1
+    for _ in range(150):
+        deep = [deep]
+    tall = freeze(deep)
+    shallow: object = tall
+    for _ in range(50):
+        shallow = [shallow]
+    assert freeze(shallow) == shallow  # 50 + 150 levels: MAX_DEPTH exactly
+    with pytest.raises(NotJSONError, match="nested deeper"):
+        freeze([shallow])

@@ -105,13 +105,16 @@ def run_cgroups(bases: Sequence[str], host_pid: int) -> list[str]:
     return [p for base in bases for p in glob.glob(os.path.join(base, f"ptc-{host_pid}-*"))]
 
 
-def scratch_dirs() -> set[str]:
-    """Every host's scratch root in the temp dir (``ptc-<pid>-<start>-<random>``) and the
-    children's scratch dirs in them (``<root>/run-<n>``; none where children mount a tmpfs)."""
+def scratch_dirs(root: str | None = None) -> set[str]:
+    """Every host's scratch root in ``root`` (default: this process's temp dir), named
+    ``ptc-<pid>-<start>-<random>``, and the children's scratch dirs in them
+    (``<root>/run-<n>``; none where children mount a tmpfs). A test that counts them gives
+    the host under test a temp dir of its own (``TMPDIR``, or ``tempfile.tempdir`` in this
+    process): never a shared one, where other hosts' runs come and go."""
     import re
     import tempfile
 
-    tmp = tempfile.gettempdir()
+    tmp = root or tempfile.gettempdir()
     found = set()
     for name in os.listdir(tmp):
         if re.match(r"^ptc-\d+-\d+-", name):

@@ -7,7 +7,7 @@ import socket
 import struct
 import tempfile
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import anyio
@@ -17,8 +17,9 @@ from anyio.abc import UNIXSocketStream
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import worker._pacing
 from tests.security._support import SDK, EchoStarter, echo_calls
-from worker import Limits, RunOutcome, RunRequest
+from worker import CallBatch, CallHandler, CallReply, CallRequest, Limits, RunOutcome, RunRequest
 from worker._cgroups import RunCgroups
 from worker._child_handle import ChildHandle
 from worker._framing import MAX_FRAME_BYTES
@@ -42,9 +43,11 @@ async def drive(
     eof: bool = True,
     wall: float = 2.0,
     beside: Callable[[], Coroutine[Any, Any, None]] | None = None,
+    handler: CallHandler | None = None,
 ) -> RunOutcome:
     """Feed ``data`` as everything a child sends after ``ready``, then EOF (unless not
-    ``eof``); ``beside`` runs alongside until the run ends."""
+    ``eof``); ``beside`` runs alongside until the run ends; ``handler`` answers the calls
+    (else an echo of the mode's kind)."""
     host, fake_child = socket.socketpair()
     keeper_host, keeper_child = socket.socketpair()
     keeper_child.close()  # no keeper: the exit status is unknown
@@ -58,7 +61,7 @@ async def drive(
     now = time.monotonic()
     loop = RunLoop(
         request,
-        on_calls=EchoStarter() if mode == "starter" else echo_calls,
+        on_calls=handler or (EchoStarter() if mode == "starter" else echo_calls),
         on_stdout=None,
         abort=None,
         deadline=now + wall,
@@ -274,3 +277,83 @@ def test_decoded_json_never_grows_past_the_bound_the_host_relies_on(text: str) -
     value = json.loads(text)
     assert json_size(value) <= _REWRITE_GROWTH * len(text.encode())
     assert json_size([1e15] * 1000) <= _REWRITE_GROWTH * len(("[" + "1e15," * 1000).encode())
+
+
+class Recorder:
+    """Echoes every batch, and records each batch's call ids as it came."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+
+    async def __call__(self, calls: Sequence[CallRequest]) -> Sequence[CallReply]:
+        self.batches.append([c.id for c in calls])
+        return await echo_calls(calls)
+
+
+class RecordingStarter(Recorder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.starter = EchoStarter()
+
+    def start(self, batch: CallBatch) -> None:
+        self.batches.append([c.id for c in batch.calls])
+        self.starter.start(batch)
+
+
+def call_frame(ids: range, *, more: bool = False) -> bytes:
+    calls = [{"id": i, "tool": "echo", "arguments": {"i": i}} for i in ids]
+    return frame({"type": "call", "calls": calls, **({"more": True} if more else {})})
+
+
+@each_mode
+@pytest.mark.anyio
+async def test_a_batch_in_several_frames_reaches_the_handler_as_one(mode: str) -> None:
+    handler = RecordingStarter() if mode == "starter" else Recorder()
+    data = (
+        call_frame(range(1, 4), more=True)
+        + frame({"type": "stdout", "data": "between\n"})  # another thread's output
+        + call_frame(range(4, 6), more=True)
+        + call_frame(range(6, 7))
+        + call_frame(range(7, 9))
+        + DONE
+    )
+    out = await drive(data, mode=mode, handler=handler)
+    assert out.ok and out.stats.calls == 8
+    assert handler.batches == [[1, 2, 3, 4, 5, 6], [7, 8]]
+
+
+@each_mode
+@pytest.mark.anyio
+async def test_done_before_the_last_frame_of_a_batch_is_a_protocol_error(mode: str) -> None:
+    out = await drive(call_frame(range(1, 3), more=True) + DONE, mode=mode)
+    assert out.kind == "protocol" and "last frame of a batch" in out.detail
+
+
+@each_mode
+@pytest.mark.anyio
+async def test_the_calls_of_a_batch_in_frames_count_against_max_calls(mode: str) -> None:
+    data = call_frame(range(1, 3), more=True) + call_frame(range(3, 5), more=True) + DONE
+    out = await drive(data, Limits(wall_seconds=2, max_calls=3), mode)
+    assert out.kind == "call-limit"
+
+
+@each_mode
+@pytest.mark.anyio
+async def test_the_frames_of_one_read_are_handled_in_paced_slices(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A slice of no time at all: the loop runs between any two frames, even those one
+    # read brought together (counted, not timed).
+    monkeypatch.setattr(worker._pacing, "SLICE_SECONDS", 0.0)
+    frames = frame({"type": "stdout", "data": "x"}) * 200  # about 8 KiB: one read
+    ticks = 0
+
+    async def heartbeat() -> None:
+        nonlocal ticks
+        while True:
+            await anyio.lowlevel.checkpoint()
+            ticks += 1
+
+    out = await drive(frames + DONE, mode=mode, wall=10, beside=heartbeat)
+    assert out.ok, out.detail
+    assert ticks >= 150

@@ -14,6 +14,7 @@ import anyio.lowlevel
 import pytest
 from anyio.abc import UNIXSocketStream
 
+import worker._child_handle
 from worker._cgroups import RunCgroups
 from worker._child_handle import ChildHandle
 from worker._errors import StartFailed, WorkerError
@@ -21,6 +22,9 @@ from worker._framing import encode
 from worker._keeper_lines import ExitReport, Hello, Killed, SetupFailed, SpawnFailed
 
 pytestmark = pytest.mark.anyio
+
+DEADLOCK_GUARD_S = 30
+"""Only turns a close that waits for ever into a failure (never a timing bound)."""
 
 
 @dataclass
@@ -266,3 +270,18 @@ async def test_pulled_frames_reach_the_handler_until_it_stops_or_the_stream_ends
     fake.run.shutdown(socket.SHUT_WR)
     assert await fake.handle.channel.pull_frames(until_done) is False
     assert seen == ["a", "stop", "b"]
+
+
+async def test_a_child_that_never_said_hello_is_ended_by_its_channels_at_once(
+    fake: Fake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No pid to signal and no report coming: the old close waited the kill's whole
+    # confirmation bound for a report (seconds, in a burst of starts cut short by Ctrl-C).
+    # With that bound made endless, only a close that does not wait can pass the guard.
+    monkeypatch.setattr(worker._child_handle, "KILL_CONFIRM_S", 3600.0)
+    with anyio.fail_after(DEADLOCK_GUARD_S):
+        await fake.handle.close()
+    assert fake.handle.closed
+    # Both channels ended: the keeper kills the child when its socket ends, the child
+    # exits when its channel does.
+    assert fake.keeper.recv(1) == b"" and fake.run.recv(1) == b""

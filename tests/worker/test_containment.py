@@ -18,9 +18,9 @@ from worker import (
     Limits,
     SubprocessBackend,
     _confine,
+    _death_cause,
     _isolate,
     _landlock,
-    _runloop,
     _seccomp,
     _syscalls,
 )
@@ -228,7 +228,7 @@ HANDLER_EXIT_STATUS = _confine.EXIT_CPU_LIMIT << 8
 def test_died_of_cpu_limit_needs_the_kernel_clock_and_a_limit_death(
     status: int, clock_s: float, soft_s: float, expected: bool
 ) -> None:
-    assert _runloop.died_of_cpu_limit(status, clock_s=clock_s, soft_s=soft_s) is expected
+    assert _death_cause.died_of_cpu_limit(status, clock_s=clock_s, soft_s=soft_s) is expected
 
 
 def test_the_cpu_clock_is_the_one_rlimit_cpu_counts() -> None:

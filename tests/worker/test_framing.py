@@ -101,6 +101,29 @@ def test_decoder_reassembles_frames_split_at_every_byte() -> None:
     assert out == frames
 
 
+def test_the_decoder_decodes_one_frame_at_a_time_when_asked() -> None:
+    decoder = FrameDecoder(validate_child_frame)
+    data = b"".join(encode(f) for f in [READY, STDOUT, DONE])
+    decoder.push(data[:-1])
+    assert decoder.buffered == len(data) - 1  # nothing decoded yet
+    assert decoder.next() == READY
+    assert decoder.next() == STDOUT
+    assert decoder.next() is None  # the last frame is one byte short
+    decoder.push(data[-1:])
+    assert decoder.next() == DONE
+    assert decoder.next() is None and decoder.buffered == 0
+
+
+def test_a_broken_frame_met_by_next_stays_broken() -> None:
+    decoder = FrameDecoder(validate_child_frame)
+    decoder.push(encode(STDOUT) + struct.pack(">I", 2) + b"{}" + encode(DONE))
+    assert decoder.next() == STDOUT
+    with pytest.raises(ProtocolError):
+        decoder.next()
+    with pytest.raises(ProtocolError):
+        decoder.next()  # the stream cannot be resynced: DONE is never handed out
+
+
 def test_eof_inside_a_frame_is_a_protocol_error() -> None:
     decoder = FrameDecoder(validate_child_frame)
     decoder.feed(encode({"type": "stdout", "data": "abc"})[:-1])

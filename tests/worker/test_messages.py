@@ -45,6 +45,7 @@ VALID_CHILD: list[dict[str, Any]] = [
     {"type": "applied", "applied": True, "error": "", "cpu_limit_s": 31},
     {"type": "applied", "applied": False, "error": "rlimits off", "cpu_limit_s": 0},
     {"type": "call", "calls": [{"id": 1, "tool": "t", "arguments": {"a": [1, None]}}]},
+    {"type": "call", "calls": [{"id": 1, "tool": "t", "arguments": {}}], "more": True},
     {"type": "stdout", "data": "héllo\n"},
     {
         "type": "log",
@@ -104,6 +105,9 @@ INVALID_CHILD: list[object] = [
     {"type": "call", "calls": [{"id": 1, "tool": "t", "arguments": []}]},
     {"type": "call", "calls": [{"id": 1.0, "tool": "t", "arguments": {}}]},
     {"type": "call", "calls": [{"id": 1, "tool": "t", "arguments": {}, "token": "x"}]},
+    {"type": "call", "calls": [{"id": 1, "tool": "t", "arguments": {}}], "more": 1},
+    {"type": "call", "more": True},
+    {"type": "stdout", "data": "x", "more": True},
     {"type": "stdout", "data": 5},
     {"type": "log", "record": {"name": "x", "levelno": 30, "levelname": "W", "msg": "m"}},
     {"type": "done", "ok": True},

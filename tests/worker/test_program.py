@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from worker._child import _program
 from worker._child._outcome import ProgramResult, ProgramStop, check_result
 from worker._child._program import run_program
 
@@ -346,3 +347,61 @@ def test_where_no_thread_can_start_a_programs_thread_fails_naming_the_fix(
 def test_a_refused_thread_gets_no_note_where_threads_can_start() -> None:
     result = run('raise RuntimeError("can\'t start new thread")')
     assert result.kind == "exception" and "refuses new threads" not in result.detail
+
+
+FORMAT = _program.format_program_error
+
+
+class Exhausted:
+    """``format_program_error`` as it fails with every byte in use: ``MemoryError`` for
+    the first ``failures`` calls, then the real one."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.calls = 0
+
+    def __call__(self, exc: BaseException, code: str) -> str:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise MemoryError
+        return FORMAT(exc, code)
+
+
+@pytest.mark.parametrize(
+    ("failures", "detail"),
+    [
+        (1, "MemoryError: too big"),  # formatted again once the reserve is given up
+        (2, "MemoryError (out of memory; its traceback could not be formatted)"),
+    ],
+)
+def test_a_program_out_of_memory_is_memory_limit_even_if_its_report_runs_out_too(
+    monkeypatch: pytest.MonkeyPatch, failures: int, detail: str
+) -> None:
+    # A program that filled its RLIMIT_DATA: formatting its MemoryError needs memory too,
+    # and a failure there must not kill the program's thread with nothing reported.
+    monkeypatch.setattr(_program, "format_program_error", Exhausted(failures))
+    result = run("raise MemoryError('too big')")
+    assert (result.ok, result.kind) == (False, "memory-limit")
+    assert result.detail.endswith(detail)
+
+
+def test_another_error_out_of_memory_while_reported_is_still_the_programs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_program, "format_program_error", Exhausted(2))
+    result = run("raise ValueError('bad')")
+    assert (result.ok, result.kind) == (False, "exception")
+    assert "out of memory" in result.detail
+
+
+def test_the_reserve_is_given_up_when_memory_runs_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    released: list[bool] = []
+    real = _program._Reserve.release
+
+    def release(self: Any) -> None:
+        released.append(self._map is not None)
+        real(self)
+
+    monkeypatch.setattr(_program._Reserve, "release", release)
+    run("raise MemoryError")
+    assert released[0] is True  # held while the program ran, given up at its MemoryError

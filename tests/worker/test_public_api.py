@@ -30,6 +30,7 @@ def test_all_names_are_exported_and_nothing_else_is_public() -> None:
         "JsonValues",
         "Limits",
         "OutputCapture",
+        "Pacer",
         "Profile",
         "ProtocolError",
         "RunOutcome",

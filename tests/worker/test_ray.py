@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import socket
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -71,6 +72,9 @@ class Env:
     cluster: Cluster
     head_id: str
     worker: Any  # the non-head node (ray._private.node.Node), which can be removed
+    scratch_root: str
+    """The nodes' temp dir, made for this module: their runs' scratch dirs, and only
+    theirs, are there (other ptc hosts on this machine use their own)."""
 
 
 @pytest.fixture(scope="module")
@@ -80,23 +84,37 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def env() -> Iterator[Env]:
-    before = scratch_dirs()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    worker = cluster.add_node(num_cpus=1)
-    ray.init(address=cluster.address, log_to_driver=False)
-    head: Any = cluster.head_node  # typed as None by Ray (set in __init__)
+    # The cluster's processes inherit this environment: their tempfile.gettempdir() is the
+    # private root (Ray itself keeps its session where it was).
+    scratch_root = tempfile.mkdtemp(prefix="ptc-ray-test-")
+    os.chmod(scratch_root, 0o755)
+    saved = {name: os.environ.get(name) for name in ("TMPDIR", "RAY_TMPDIR")}
+    os.environ.setdefault("RAY_TMPDIR", tempfile.gettempdir())
+    os.environ["TMPDIR"] = scratch_root
     try:
-        yield Env(cluster, head.node_id, worker)
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+        worker = cluster.add_node(num_cpus=1)
+        ray.init(address=cluster.address, log_to_driver=False)
+        head: Any = cluster.head_node  # typed as None by Ray (set in __init__)
+        try:
+            yield Env(cluster, head.node_id, worker, scratch_root)
+        finally:
+            ray.shutdown()
+            cluster.shutdown()
     finally:
-        ray.shutdown()
-        cluster.shutdown()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     # Every node's pool, closed or lost (killed, frozen and dropped, shut down with the
     # cluster), leaves no scratch dir behind once its zygote is gone. Nothing here says
     # when the last zygote exits: polled, with a generous bound.
     deadline = time.monotonic() + 20
-    while scratch_dirs() - before and time.monotonic() < deadline:
+    while scratch_dirs(scratch_root) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert scratch_dirs() - before == set()
+    assert scratch_dirs(scratch_root) == set()
+    os.rmdir(scratch_root)
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +179,7 @@ async def wait_until(predicate: Any, timeout_s: float = 10.0) -> bool:
     return True
 
 
-def node_scratch_dirs(node: RayNode) -> set[str]:
+def node_scratch_dirs(node: RayNode, env: Env) -> set[str]:
     """The node backend's scratch root and its children's own dirs in it (found from each
     child's working directory: ``<root>/scratch``, a tmpfs, or ``<root>/run-<n>``)."""
     found = set()
@@ -174,7 +192,7 @@ def node_scratch_dirs(node: RayNode) -> set[str]:
         found.add(os.path.basename(root))
         if leaf != "scratch":
             found.add(f"{os.path.basename(root)}/{leaf}")
-    return found & scratch_dirs()
+    return found & scratch_dirs(env.scratch_root)
 
 
 def gone(pid: int) -> bool:
@@ -554,7 +572,7 @@ async def test_a_node_killed_mid_run_ends_that_run_as_worker_exit(
 ) -> None:
     doomed = next(n for n in backend.nodes() if n.node_id == env.worker.node_id)
     doomed_pids = [doomed.actor_pid, doomed.zygote_pid or 0, *descendants(doomed.zygote_pid or 0)]
-    doomed_scratch = node_scratch_dirs(doomed)
+    doomed_scratch = node_scratch_dirs(doomed, env)
     assert doomed_scratch  # its pooled children's
     doomed_cgroups = cgroup_bases(doomed.actor_pid)
     assert run_cgroups(doomed_cgroups, doomed.actor_pid)
@@ -585,7 +603,7 @@ async def test_a_node_killed_mid_run_ends_that_run_as_worker_exit(
     assert {node_id(o) for o in later} == {env.head_id}
     assert await wait_until(lambda: all(gone(p) for p in doomed_pids), 10)
     # Its zygote removed what its host could not before it exited: nothing is left.
-    assert doomed_scratch & scratch_dirs() == set()
+    assert doomed_scratch & scratch_dirs(env.scratch_root) == set()
     assert run_cgroups(doomed_cgroups, doomed.actor_pid) == []
 
 
@@ -631,7 +649,7 @@ def our_actors(nodes: Sequence[RayNode]) -> list[str]:
     return [n for n in named if n.startswith("ptc-node:") and n.rsplit(":", 1)[1] in ids]
 
 
-async def test_close_leaves_no_actor_and_no_worker_process(backend: RayBackend) -> None:
+async def test_close_leaves_no_actor_and_no_worker_process(env: Env, backend: RayBackend) -> None:
     nodes = backend.nodes()
     pids = [
         p for n in nodes for p in (n.actor_pid, n.zygote_pid or 0, *descendants(n.zygote_pid or 0))
@@ -639,13 +657,13 @@ async def test_close_leaves_no_actor_and_no_worker_process(backend: RayBackend) 
     assert len(nodes) == 2 and all(not gone(p) for p in pids)
     assert len(pids) > 2 * len(nodes)  # actors, zygotes, and each zygote's pooled children
     assert len(our_actors(nodes)) == 2
-    scratch = set().union(*(node_scratch_dirs(n) for n in nodes))
+    scratch = set().union(*(node_scratch_dirs(n, env) for n in nodes))
     assert scratch
     await backend.aclose()
     assert ray.is_initialized()  # Ray was initialised by the test, so it stays up
     assert our_actors(nodes) == []
     assert await wait_until(lambda: all(gone(p) for p in pids), 10)
-    assert scratch & scratch_dirs() == set()
+    assert scratch & scratch_dirs(env.scratch_root) == set()
     with pytest.raises(WorkerError, match="closed"):
         await run(backend, "return 1")
 

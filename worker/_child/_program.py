@@ -26,6 +26,7 @@ import builtins
 import contextlib
 import contextvars
 import functools
+import mmap
 import sys
 import traceback
 from collections.abc import Callable, Coroutine, Iterator, Sequence
@@ -119,6 +120,7 @@ def _run_module(
     ``Context.run`` of a copy of this thread's context) and wait for its end."""
     for text in compiled.warnings:
         warn(text)
+    reserve = _Reserve()
     end = _End(sys.getrecursionlimit(), final=not compiled.is_async)
     module = FunctionType(compiled.bind(end), env)  # module code: env is its globals and locals
     target: Callable[[], object] = module
@@ -140,6 +142,8 @@ def _run_module(
             target()
     end.finished.acquire()
     error = end.error
+    if not isinstance(error, MemoryError):
+        reserve.release()
     if not end.done:
         return ProgramResult.failure("exception", "the program's thread died")
     if error is None:
@@ -148,9 +152,13 @@ def _run_module(
         return ProgramResult(ok=True, value=error.value)
     if isinstance(error, ProgramStop):
         return ProgramResult.failure(error.kind, error.detail)
-    if isinstance(error, MemoryError):
-        return ProgramResult.failure("memory-limit", format_program_error(error, code))
-    return ProgramResult.failure("exception", format_program_error(error, code))
+    try:
+        if isinstance(error, MemoryError):
+            reserve.release()  # the program's memory is all in use: room to report it
+            return ProgramResult.failure("memory-limit", _report(error, code, reserve))
+        return ProgramResult.failure("exception", _report(error, code, reserve))
+    finally:
+        reserve.release()
 
 
 class _End(ProgramEnd):
@@ -192,6 +200,54 @@ def _run_async(module: Callable[[], Coroutine[Any, Any, object]], end: _End) -> 
         end.caught()
     finally:
         end.finish()
+
+
+_RESERVE_BYTES = 4 << 20
+"""Memory held back while a program runs and given up when it runs out: the room to format
+its traceback and report it."""
+
+
+class _Reserve:
+    """Untouched private memory (counted by RLIMIT_DATA and RLIMIT_AS, but no page of it is
+    ever resident) held while the program runs.
+
+    Without a memory cgroup the program's limit is RLIMIT_DATA: a program that filled its
+    memory gets a ``MemoryError``, and formatting that error's traceback needs memory too.
+    With the program's data still alive (its globals, the traceback's frames) that could
+    fail in turn, killing the program's thread with nothing reported ("the program's thread
+    died" instead of ``memory-limit``). Releasing this first gives the report its room."""
+
+    __slots__ = ("_map",)
+
+    def __init__(self) -> None:
+        try:
+            flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+            self._map: mmap.mmap | None = mmap.mmap(-1, _RESERVE_BYTES, flags=flags)
+        except (OSError, ValueError):  # no room even for this: nothing to give back later
+            self._map = None
+
+    def release(self) -> None:
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+
+
+def _report(exc: BaseException, code: str, reserve: _Reserve) -> str:
+    """The failure's detail: its traceback (:func:`format_program_error`), formatted again
+    with the reserve given up if memory ran out while formatting, else only its type."""
+    for _ in range(2):
+        try:
+            return format_program_error(exc, code)
+        except MemoryError:
+            reserve.release()
+    return _UNREPORTED.get(type(exc), _UNREPORTED[BaseException])
+
+
+_UNREPORTED = {
+    MemoryError: "MemoryError (out of memory; its traceback could not be formatted)",
+    BaseException: "the program failed, out of memory: its error could not be formatted",
+}
+
 
 
 NO_THREADS_NOTE = (

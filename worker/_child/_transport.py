@@ -2,7 +2,8 @@
 
 :class:`Channel` serialises sends (stdout, log and call frames may come from several
 threads). :class:`ChannelTransport` implements ``sdkgen.Transport.call_batch``: one
-``call`` frame per batch, ids from 1 in submission order, and a leader/follower read
+``call`` frame per batch (a batch over ``CALLS_PER_FRAME`` calls spans several, all but
+the last marked ``more``), ids from 1 in submission order, and a leader/follower read
 loop: whichever waiting thread finds no reader active reads frames and routes each
 result to its caller by id, so a single-threaded program pays no thread hand-off.
 
@@ -20,7 +21,7 @@ from typing import Any
 
 from .._errors import ProtocolError
 from .._framing import Frame, FrameReader, encode, json_problem, json_size
-from .._messages import MAX_CALL_ARGUMENTS_BYTES, validate_host_frame
+from .._messages import CALLS_PER_FRAME, MAX_CALL_ARGUMENTS_BYTES, validate_host_frame
 from ._outcome import ProgramStop
 
 _EXIT_HOST_GONE = 70
@@ -71,6 +72,43 @@ class Channel:
         return frame
 
 
+def _call_frames(first: int, calls: list[tuple[str, dict[str, Any]]]) -> bytes:
+    """A batch as ``call`` frames of at most :data:`CALLS_PER_FRAME` calls (ids from
+    ``first``), every one but the last marked ``more``; ``ValueError`` when a call cannot be
+    sent (its arguments over the per-call cap, or a frame of one call over the frame cap)."""
+    parts: list[bytes] = []
+    todo = [
+        (first + i, calls[i : i + CALLS_PER_FRAME]) for i in range(0, len(calls), CALLS_PER_FRAME)
+    ]
+    todo.reverse()
+    while todo:
+        start, chunk = todo.pop()
+        frame: Frame = {
+            "type": "call",
+            "calls": [
+                {"id": start + i, "tool": tool, "arguments": arguments}
+                for i, (tool, arguments) in enumerate(chunk)
+            ],
+        }
+        if start + len(chunk) < first + len(calls):
+            frame["more"] = True
+        try:
+            data = encode(frame)
+        except ProtocolError as exc:  # these calls together over the frame cap: split them
+            _check_sizes(chunk)
+            if len(chunk) == 1:
+                raise ValueError(f"this call is too large to send: {exc}") from None
+            half = len(chunk) // 2
+            todo += [(start + half, chunk[half:]), (start, chunk[:half])]
+            continue
+        if len(data) > MAX_CALL_ARGUMENTS_BYTES:
+            # No call's arguments can be bigger than the (ASCII-escaped) frame: only a
+            # large frame needs them measured one by one.
+            _check_sizes(chunk)
+        parts.append(data)
+    return b"".join(parts)
+
+
 def _check_sizes(calls: list[tuple[str, dict[str, Any]]]) -> None:
     for tool, arguments in calls:
         size = json_size(arguments)
@@ -81,8 +119,24 @@ def _check_sizes(calls: list[tuple[str, dict[str, Any]]]) -> None:
             )
 
 
+class _Waiting:
+    """One batch's answers as they arrive: a slot per call, and how many are still due."""
+
+    __slots__ = ("answers", "due", "first")
+
+    def __init__(self, first: int, count: int) -> None:
+        self.first = first
+        self.due = count
+        self.answers: list[tuple[bool, Any]] = [(False, None)] * count
+
+
 class ChannelTransport:
-    """``call_batch`` over the channel; safe to call from several threads at once."""
+    """``call_batch`` over the channel; safe to call from several threads at once.
+
+    Linear in the number of calls: each result goes straight to its batch's slot (a dict
+    from call id to the waiting batch), and a batch waits on a count of answers still due,
+    never by scanning its ids again. Waiting threads are woken only when a batch completes
+    or the reader leaves, not per frame."""
 
     def __init__(
         self,
@@ -98,8 +152,7 @@ class ChannelTransport:
         self._on_stop = on_stop
         self._cond = threading.Condition()
         self._next_id = 1
-        self._results: dict[int, tuple[bool, Any]] = {}
-        self._waiting: set[int] = set()
+        self._waiting: dict[int, _Waiting] = {}
         self._reading = False
 
     def call_batch(self, calls: list[tuple[str, dict[str, Any]]]) -> list[tuple[bool, Any]]:
@@ -119,49 +172,47 @@ class ChannelTransport:
                 )
                 self._on_stop(stop)
                 raise stop
-            ids = range(first, first + len(calls))
-            frame = {
-                "type": "call",
-                "calls": [
-                    {"id": i, "tool": tool, "arguments": arguments}
-                    for i, (tool, arguments) in zip(ids, calls, strict=True)
-                ],
-            }
-            try:
-                data = encode(frame)
-            except ProtocolError as exc:  # the whole batch over the frame cap
-                _check_sizes(calls)
-                raise ValueError(f"this batch of {len(calls)} calls is too large: {exc}") from None
-            if len(data) > MAX_CALL_ARGUMENTS_BYTES:
-                # No call's arguments can be bigger than the (ASCII-escaped) frame: only a
-                # large frame needs them measured one by one.
-                _check_sizes(calls)
+            data = _call_frames(first, calls)
             self._next_id = first + len(calls)
-            self._waiting.update(ids)
-            # Sent while holding the lock so call frames leave in id order.
+            waiting = _Waiting(first, len(calls))
+            self._waiting.update(dict.fromkeys(range(first, first + len(calls)), waiting))
+            # Sent while holding the lock, in one piece, so call frames leave in id order
+            # and a batch's frames follow each other.
             self._channel.send_encoded(data)
-            while not all(i in self._results for i in ids):
+            while waiting.due:
                 if self._reading:
                     self._cond.wait()
                     continue
-                self._reading = True
+                self._read_until_done(waiting)
+            return waiting.answers
+
+    def _read_until_done(self, waiting: _Waiting) -> None:
+        """Be the reader (the lock held on entry and exit, released while reading) until
+        ``waiting`` has every answer; other batches completed meanwhile are woken."""
+        self._reading = True
+        try:
+            while waiting.due:
                 self._cond.release()
                 try:
                     frame = self._channel.recv()
                 finally:
                     self._cond.acquire()
-                    self._reading = False
-                self._route(frame)
-                self._cond.notify_all()
-            return [self._results.pop(i) for i in ids]
+                done = self._route(frame)
+                if done is not None and done is not waiting:
+                    self._cond.notify_all()
+        finally:
+            self._reading = False
+            self._cond.notify_all()  # someone else still waiting reads from here on
 
-    def _route(self, frame: Frame) -> None:
-        call_id = frame.get("id")
-        if frame["type"] != "result" or call_id not in self._waiting:
+    def _route(self, frame: Frame) -> _Waiting | None:
+        """File one result in its batch; the batch when that was its last answer."""
+        call_id: int = frame["id"] if frame["type"] == "result" else 0
+        waiting = self._waiting.pop(call_id, None)
+        if waiting is None:
             os._exit(_EXIT_HOST_GONE)  # the host answered something never asked: fatal
-        assert isinstance(call_id, int)
-        self._waiting.discard(call_id)
         if frame["ok"]:
-            self._results[call_id] = (True, frame["value"])
+            waiting.answers[call_id - waiting.first] = (True, frame["value"])
         else:
-            self._results[call_id] = (False, (frame["code"], frame["message"]))
+            waiting.answers[call_id - waiting.first] = (False, (frame["code"], frame["message"]))
+        waiting.due -= 1
+        return waiting if waiting.due == 0 else None
