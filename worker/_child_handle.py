@@ -144,6 +144,16 @@ class ChildHandle:
         ended, _, _ = select.select(fds, [], [], 0)
         return not ended
 
+    async def zygote_gone(self, within_s: float) -> bool:
+        """Whether the child's zygote (its supervisor) has exited, or does within
+        ``within_s`` (its sockets close a moment before its exit shows on its pidfd)."""
+        if self._keeper_pidfd < 0:
+            return False
+        with anyio.move_on_after(within_s):
+            await anyio.wait_readable(self._keeper_pidfd)
+            return True
+        return False
+
     # --- the start --------------------------------------------------------------------
 
     async def handshake(self, timeout_s: float) -> None:

@@ -3,7 +3,8 @@
 The memory cgroup's OOM counter names a kill at the memory limit; otherwise the child's
 supervisor line says how it ended: the scratch keeper's kill (and for what), or the exit
 report the zygote wrote when it reaped the child (its status and CPU clock, which decide a
-CPU-limit death). A line that ends without a report is named as such.
+CPU-limit death). A line that ends without a report because the zygote died (the child dies
+with it) names the zygote.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from ._types import FailureKind, Limits
 
 DEATH_REPORT_S = 1.0
 """How long the host waits for the exit report on a child whose channel closed."""
+ZYGOTE_EXIT_S = 0.5
+"""How long a line that ended without a report waits to see whether its zygote died."""
 
 
 async def death_cause(child: ChildHandle, limits: Limits) -> tuple[FailureKind, str]:
@@ -36,6 +39,13 @@ async def death_cause(child: ChildHandle, limits: Limits) -> tuple[FailureKind, 
         return ("worker-exit", f"the child was killed by the scratch keeper: {child.keeper.killed}")
     report = child.keeper.exit
     if report is None:
+        if await child.zygote_gone(ZYGOTE_EXIT_S):
+            return (
+                "worker-exit",
+                f"the zygote (pid {child.keeper_pid}), the child's supervisor, died before it "
+                "reported the child's exit (it was killed or crashed); the child was killed "
+                "with it",
+            )
         return ("worker-exit", f"the child exited without an exit status{broken}")
     if died_of_cpu_limit(report.status, clock_s=report.cpu_clock_s, soft_s=child.cpu_limit_s):
         return ("cpu-limit", f"CPU time limit of {limits.cpu_seconds:g} s exceeded")

@@ -247,6 +247,31 @@ async def test_a_dead_zygote_is_restarted(backend: SubprocessBackend) -> None:
     assert backend.zygote_pid != first
 
 
+async def test_a_run_whose_zygote_is_killed_names_the_zygote(backend: SubprocessBackend) -> None:
+    # The zygote supervises its children; they die with it (their death signal), and the
+    # run says which process died, not that the child ended without a status.
+    started = anyio.Event()
+    outcome: list[RunOutcome] = []
+
+    async def launch() -> None:
+        code = "import time\nprint('started', flush=True)\ntime.sleep(30)"
+        request = RunRequest(code=code, sdk_module=SDK, limits=Limits(wall_seconds=20))
+        outcome.append(
+            await backend.run(request, on_calls=echo_calls, on_stdout=lambda _: started.set())
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(launch)
+        await started.wait()
+        zygote = backend.zygote_pid  # the zygote this test's own backend started
+        assert zygote is not None
+        os.kill(zygote, 9)
+    (out,) = outcome
+    assert out.kind == "worker-exit", out
+    assert out.detail.startswith(f"the zygote (pid {zygote}), the child's supervisor, died"), out
+    assert (await run(backend, "return 'again'")).value == "again"  # a new zygote serves on
+
+
 async def test_aclose_stops_the_zygote_and_the_pool() -> None:
     b = SubprocessBackend()
     await b.start()
