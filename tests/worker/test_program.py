@@ -405,3 +405,21 @@ def test_the_reserve_is_given_up_when_memory_runs_out(monkeypatch: pytest.Monkey
     monkeypatch.setattr(_program._Reserve, "release", release)
     run("raise MemoryError")
     assert released[0] is True  # held while the program ran, given up at its MemoryError
+
+
+@pytest.mark.filterwarnings("ignore::ImportWarning")  # CPython's, as a script gets it
+@pytest.mark.parametrize(
+    "code",
+    ["from .__future__ import annotations\n", '"""doc"""\nfrom ..__future__ import division\n'],
+)
+def test_a_relative_import_named_future_is_an_ordinary_import_inside_the_program(
+    code: str,
+) -> None:
+    # Only `from __future__ import ...` opens the module ahead of its handler; a relative
+    # import of a module with that name fails as a program's import does (it escaped the
+    # handler, killed the program's thread and left its runner waiting for ever).
+    result = run(code)
+    assert (result.ok, result.kind) == (False, "exception")
+    assert result.detail.endswith(
+        "ImportError: attempted relative import with no known parent package"
+    ), result.detail

@@ -141,7 +141,10 @@ def _run_module(
         with _threads_refused():
             target()
     end.finished.acquire()
-    error = end.error
+    # Taken, not shared: ``end`` sits in the module's constants, so the error's traceback
+    # (the module's frame) and ``end`` would make a cycle that the program's thread, still
+    # unwinding, keeps alive past this run (a coroutine it left unawaited then warns late).
+    error, end.error = end.error, None
     if not isinstance(error, MemoryError):
         reserve.release()
     if not end.done:

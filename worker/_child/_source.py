@@ -320,6 +320,17 @@ def _ending_itself(body: list[ast.stmt], token: str) -> list[ast.stmt]:
         and body[head].module == "__future__"  # type: ignore[attr-defined]
     ):
         head += 1
+    for i, node in enumerate(body[:head]):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            # `from .__future__ import x` is an ordinary import, which the compiler still
+            # wants at the top (it matches the name, not the level) and which fails in a
+            # program (there is no package): outside the handler it would kill the
+            # program's thread. `from . import __future__` fails the same way, inside it.
+            body[i] = ast.copy_location(
+                ast.ImportFrom(module=None, names=[ast.alias("__future__")], level=node.level),
+                node,
+            )
+            head = min(head, i)
     rest = body[head:] or [ast.Pass()]
     where = rest[0]
 
