@@ -5,8 +5,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import sys
 import tempfile
+import traceback
 from typing import Any
 
 import anyio
@@ -169,20 +171,25 @@ def _as_nobody() -> dict[str, Any]:
 
 @pytest.mark.needs_root
 def test_as_an_unprivileged_user_runs_degrade_or_fail_closed() -> None:
+    # A temp dir nobody can use (the suite's own is private to root): its scratch root.
+    tmp = tempfile.mkdtemp(prefix="ptc-nobody-", dir="/tmp")
+    os.chmod(tmp, 0o1777)
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read)
         try:
+            os.environ["TMPDIR"] = tempfile.tempdir = tmp
             result = _as_nobody()
-        except BaseException as exc:  # report, never hang the parent
-            result = {"error": repr(exc)}
+        except BaseException:  # report, never hang the parent
+            result = {"error": traceback.format_exc()}
         os.write(write, json.dumps(result).encode())
         os._exit(0)
     os.close(write)
     with os.fdopen(read, "rb") as fh:
         facts = json.loads(fh.read())
     os.waitpid(pid, 0)
+    shutil.rmtree(tmp, ignore_errors=True)
     assert "error" not in facts, facts
     assert facts["uid"] == 65534
     assert facts["cgroups"] == []  # no cgroup writes without root
