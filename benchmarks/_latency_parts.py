@@ -114,25 +114,25 @@ def _zygote_stats() -> list[list[str]]:
 
 def cpu_seconds() -> dict[str, float]:
     """CPU seconds used so far: the machine's busy time (``/proc/stat``), this process's,
-    and the zygote's own and its reaped descendants' (keepers with their children: a
-    keeper reaps its child, the zygote its keepers)."""
+    and the zygote's own and its reaped children's (one process per run, and the scratch
+    keeper where there is one)."""
     tick = os.sysconf("SC_CLK_TCK")
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = fields[3] + fields[4]  # idle + iowait
     out = {"machine": (sum(fields) - idle) / tick, "host": time.process_time(),
-           "zygote": 0.0, "keepers and children": 0.0}
+           "zygote": 0.0, "children": 0.0}
     for stat in _zygote_stats():
         out["zygote"] += (int(stat[11]) + int(stat[12])) / tick
-        out["keepers and children"] += (int(stat[13]) + int(stat[14])) / tick
+        out["children"] += (int(stat[13]) + int(stat[14])) / tick
     return out
 
 
 def minor_faults() -> dict[str, int]:
     """Minor page faults so far, counted as :func:`cpu_seconds` counts CPU: the zygote's
-    own and its reaped keepers' and children's. Mostly copy-on-write copies of the zygote's
+    own and its reaped children's. Mostly copy-on-write copies of the zygote's
     pages, and unlike CPU time they do not move with the machine's load."""
-    out = {"zygote": 0, "keepers and children": 0}
+    out = {"zygote": 0, "children": 0}
     for stat in _zygote_stats():
         out["zygote"] += int(stat[7])
-        out["keepers and children"] += int(stat[8])
+        out["children"] += int(stat[8])
     return out

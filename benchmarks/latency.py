@@ -36,6 +36,7 @@ import ptc
 
 from . import _host, _stats
 from ._episodes import runtime_kwargs
+from ._floor import FLOOR_NAME, fork_floor
 from ._latency_extra import (
     monty_baselines,
     nested_in_program,
@@ -207,6 +208,9 @@ async def _run_suite(bench: Bench, relaxed: bool) -> None:
 def _baselines(bench: Bench) -> None:
     for name, samples in monty_baselines(bench.n).items():
         bench.add(name, samples)
+    floor = fork_floor(bench.n(300))
+    bench.add(FLOOR_NAME, floor.pop("wall_ms"))
+    bench.facts["floor_per_run"] = floor
     command = [sys.executable, "-I", "-c", CONSTANT]
     bench.add("subprocess python -I -c (same program)",
               sample_sync(lambda: subprocess.run(command, check=True), bench.n(60)))

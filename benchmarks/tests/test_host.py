@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from benchmarks import _host
+from benchmarks._floor import fork_floor
 from benchmarks._latency_report import render_runs
 
 HYBRID = """\
@@ -51,10 +52,10 @@ def test_host_facts_name_what_changes_the_figures() -> None:
 
 def payload(figure: str, verdict: str, load: float, *, faults: bool = True) -> dict[str, Any]:
     machine = {**_host.host_facts(), "load_average": {"1m": load}}
-    cpu = {"machine": 20.0, "host": 2.0, "zygote": 1.0, "keepers and children": 7.0}
+    cpu = {"machine": 20.0, "host": 2.0, "zygote": 1.0, "children": 7.0}
     facts: dict[str, Any] = {"cpu_ms_per_back_to_back_run": cpu}
     if faults:  # results from before the suite counted them have none
-        facts["minor_faults_per_back_to_back_run"] = {"zygote": 150, "keepers and children": 1850}
+        facts["minor_faults_per_back_to_back_run"] = {"zygote": 150, "children": 1850}
     return {
         "machine": machine,
         "targets": [["run_code constant p50, 50 ms apart", figure, "<= 2 ms", verdict, ""]],
@@ -71,13 +72,29 @@ def test_runs_side_by_side_with_each_runs_host_state() -> None:
     )
     assert "load average (1 min) 0.5 at the start" in markdown
     assert "load average (1 min) 3.25 at the start" in markdown
-    assert "| 10.0 ms | 10.0 ms |" in markdown  # ours: host + zygote + keepers and children
-    faults = "| page faults per back-to-back run: zygote, keepers and children | - |"
+    assert "| 10.0 ms | 10.0 ms |" in markdown  # ours: host + zygote + children
+    faults = "| page faults per back-to-back run: zygote, children | - |"
     assert f"{faults} 2,000 | 2,000 |" in markdown
     assert len(data["runs"]) == 2
 
 
 def test_runs_from_before_the_fault_counts_show_none() -> None:
     markdown, _ = render_runs([payload("1.900 ms", "met", 0.5, faults=False)])
-    faults = "| page faults per back-to-back run: zygote, keepers and children | - |"
+    faults = "| page faults per back-to-back run: zygote, children | - |"
     assert f"{faults} - | - |" in markdown
+
+
+def test_the_floor_is_a_bare_fork_measured_per_run() -> None:
+    floor = fork_floor(5)
+    assert len(floor["wall_ms"]) == 5 and all(ms > 0 for ms in floor["wall_ms"])
+    assert floor["child_cpu_ms"] >= 0 and floor["parent_cpu_ms"] > 0
+    assert floor["child_minor_faults"] > 0  # a child writes pages, however few
+
+
+def test_runs_set_the_cpu_per_run_against_the_floor_of_the_same_run() -> None:
+    run = payload("1.900 ms", "met", 0.5)
+    run["facts"]["floor_per_run"] = {"child_cpu_ms": 1.5, "parent_cpu_ms": 0.5}
+    markdown, _ = render_runs([run, payload("2.300 ms", "NOT met", 3.25)])
+    assert "| the same / the floor (a bare fork running 1, same run) | <= 2x | 5.0x | - |" in (
+        markdown
+    )
