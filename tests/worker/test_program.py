@@ -154,10 +154,14 @@ def test_a_program_sees_the_recursion_a_script_sees(name: str) -> None:
     limit = sys.getrecursionlimit()
     code = _TRY + RECURSION_AS_A_SCRIPT[name]
     try:
+        # A script starts at CPython's default; this process may run above it (another
+        # test's library raised it), and a C-level recursion that deep can overflow the
+        # program thread's stack, which ends the whole test process.
+        sys.setrecursionlimit(1000)
         result = run(code)
         assert result.ok, result.detail
         assert result.value == _as_a_script(code)
-        assert sys.getrecursionlimit() == limit  # the caller is not left with the program's
+        assert sys.getrecursionlimit() == 1000  # the caller is not left with the program's
     finally:
         sys.setrecursionlimit(limit)
 
