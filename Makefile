@@ -33,11 +33,14 @@ RAY_TESTS := tests/worker/test_ray.py
 # it runs in more pytest-xdist workers than there are cores; a module whose tests share a
 # costly fixture, or must not overlap, is one xdist_group (docs/architecture.md, "The test
 # suite"). Hypothesis draws a fixed set of examples (the "ci" profile of tests/conftest.py).
+# A crashed worker (a test that took its process down, or pytest-timeout ending it) fails
+# the run at once: xdist's replacement worker can break the group scheduler, which then
+# ends in an INTERNALERROR that hides every failure.
 PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 export PTC_HYPOTHESIS_PROFILE ?= ci
 
 pytest: $(BIN)/.installed
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --ignore=$(RAY_TESTS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --max-worker-restart=0 --ignore=$(RAY_TESTS)
 	@$(MAKE) --no-print-directory pytest-ray
 
 # As root, a missing or failing unshare fails the build; only a non-root user skips (loudly).
