@@ -11,14 +11,13 @@ the catalog behind ``search_tools`` and ``catalog.search``, and the stubs
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import sdkgen
 
 from ._catalog import Catalog, estimate_tokens
 from ._errors import UsageError
+from ._identity_cache import IdentityCache
 from ._json import JSON
 from ._prompt import RUN_CODE, run_code_description
 from ._scopes import Scope
@@ -36,15 +35,8 @@ class ScopeSdks:
 
     def __init__(self, builder: SdkBuilder) -> None:
         self.builder = builder
-        # key -> (the definitions the key was made from, value): holding the definitions
-        # keeps their ids from being reused while the entry lives.
-        self._requests: OrderedDict[
-            tuple[Any, ...], tuple[tuple[ToolDefinition, ...], SdkRequest]
-        ] = OrderedDict()
-        self._catalogs: OrderedDict[
-            tuple[int, ...], tuple[tuple[ToolDefinition, ...], Catalog]
-        ] = OrderedDict()
-        self._lock = threading.Lock()
+        self._requests: IdentityCache[SdkRequest] = IdentityCache(_REQUEST_ENTRIES)
+        self._catalogs: IdentityCache[Catalog] = IdentityCache(_CATALOG_ENTRIES)
 
     def request(self, scope: Scope, definitions: tuple[ToolDefinition, ...]) -> SdkRequest:
         """The SDK ``run_code``'s description needs: every tool's stub (inline discovery), or
@@ -52,24 +44,17 @@ class ScopeSdks:
         definitions alone, so the choice never depends on what is cached."""
         _, profile, limits = scope.code_options()
         discovery = scope.discovery()
-        key = (tuple(map(id, definitions)), profile, limits, discovery)
-        with self._lock:
-            cached = self._requests.get(key)
-            if cached is not None:
-                self._requests.move_to_end(key)
-                return cached[1]
+        options = (profile, limits, discovery)
+        cached = self._requests.get(definitions, options)
+        if cached is not None:
+            return cached
         inline = discovery.mode == "inline"
         if discovery.mode == "auto":
             text = run_code_description("", profile, limits, shown=1, total=1)
             inline = estimate_tokens(len(text), definitions) <= discovery.inline_tokens
         names = {d.name for d in definitions}
         described = None if inline else frozenset(n for n in discovery.pin if n in names)
-        request = SdkRequest(profile, described)
-        with self._lock:
-            self._requests[key] = (definitions, request)
-            while len(self._requests) > _REQUEST_ENTRIES:
-                self._requests.popitem(last=False)
-        return request
+        return self._requests.put(definitions, SdkRequest(profile, described), options)
 
     def requests_of(
         self, scope: Scope, definitions: tuple[ToolDefinition, ...]
@@ -80,18 +65,10 @@ class ScopeSdks:
 
     def catalog(self, definitions: tuple[ToolDefinition, ...], sdk: sdkgen.Sdk) -> Catalog:
         """The catalog of an SDK's tools (made once per tool set; its index on first search)."""
-        key = tuple(map(id, definitions))
-        with self._lock:
-            cached = self._catalogs.get(key)
-            if cached is not None:
-                self._catalogs.move_to_end(key)
-                return cached[1]
-        made = Catalog(definitions, sdk.tools)
-        with self._lock:
-            self._catalogs[key] = (definitions, made)
-            while len(self._catalogs) > _CATALOG_ENTRIES:
-                self._catalogs.popitem(last=False)
-        return made
+        cached = self._catalogs.get(definitions)
+        if cached is not None:
+            return cached
+        return self._catalogs.put(definitions, Catalog(definitions, sdk.tools))
 
     def describe(
         self, definitions: tuple[ToolDefinition, ...], request: SdkRequest, names: frozenset[str]

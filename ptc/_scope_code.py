@@ -61,8 +61,9 @@ class ScopeCodeMode:
         """Wait, without blocking the event loop, until what ``model_tools()`` and
         ``run_code`` need is built: the SDK ``run_code``'s description embeds (a no-op for a
         native scope). Until the next change they then build nothing on the calling thread;
-        nor does ``sdk()`` in inline discovery. In search discovery the full stub
-        ``sdk()`` returns is only started in the background: ``await sdk_async()`` for it."""
+        nor does ``sdk()`` (the full stub) in inline discovery. In search discovery the full
+        stub is only started in the background, so ``sdk()`` may still wait for it: ``await
+        sdk_async()`` instead. A subset (``sdk(tools=...)``) is generated when asked."""
         await self._tree.code_mode_hooks().prepare(self)
 
     # -- paused runs --------------------------------------------------------------------

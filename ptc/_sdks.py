@@ -38,6 +38,7 @@ import platformdirs
 import sdkgen
 from worker import Profile
 
+from ._identity_cache import IdentityCache
 from ._tools import ToolDefinition
 
 __all__ = ("SdkBuilder", "SdkKey", "SdkRequest", "default_cache_dir", "tool_spec")
@@ -45,7 +46,6 @@ __all__ = ("SdkBuilder", "SdkKey", "SdkRequest", "default_cache_dir", "tool_spec
 logger = logging.getLogger("ptc")
 
 _ENTRIES = 128
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +63,7 @@ SdkKey = tuple[tuple[int, ...], SdkRequest]
 """The ids of the visible native definitions (in view order) and the request."""
 
 
-_SPECS: dict[int, tuple[ToolDefinition, sdkgen.ToolSpec]] = {}
-_SPECS_LOCK = threading.Lock()
-_SPECS_KEPT = 20_000
+_SPECS: IdentityCache[sdkgen.ToolSpec] = IdentityCache(20_000)
 
 
 def tool_spec(definition: ToolDefinition) -> sdkgen.ToolSpec:
@@ -73,21 +71,18 @@ def tool_spec(definition: ToolDefinition) -> sdkgen.ToolSpec:
     spec object per definition, kept while the definition is, so the generator's per-spec
     caches hold across builds (a definition is immutable: its schemas were checked and
     compiled once, when it was made)."""
-    with _SPECS_LOCK:
-        hit = _SPECS.get(id(definition))
-    if hit is not None and hit[0] is definition:
-        return hit[1]
-    spec = sdkgen.ToolSpec(
-        name=definition.name,
-        description=definition.description,
-        input_schema=definition.input_schema,
-        output_schema=definition.output.schema,
+    spec = _SPECS.get((definition,))
+    if spec is not None:
+        return spec
+    return _SPECS.put(
+        (definition,),
+        sdkgen.ToolSpec(
+            name=definition.name,
+            description=definition.description,
+            input_schema=definition.input_schema,
+            output_schema=definition.output.schema,
+        ),
     )
-    with _SPECS_LOCK:
-        _SPECS[id(definition)] = (definition, spec)
-        while len(_SPECS) > _SPECS_KEPT:
-            del _SPECS[next(iter(_SPECS))]
-    return spec
 
 
 def default_cache_dir() -> Path | None:
@@ -114,7 +109,8 @@ class SdkBuilder:
         self._generator = generator
         self._header = header
         self._lock = threading.Lock()
-        # key -> (definitions, future): holding the definitions keeps their ids unique.
+        # key -> (definitions, future): holding the definitions keeps their ids unique. Not
+        # an IdentityCache: finding a build and claiming a new one is one step under the lock.
         self._builds: OrderedDict[SdkKey, tuple[tuple[ToolDefinition, ...], Future[sdkgen.Sdk]]]
         self._builds = OrderedDict()
         # Two threads: the model's SDKs (run_code's description) never queue behind a full,
