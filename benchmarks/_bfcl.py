@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import ptc
-from ptc._catalog import ident_words
-from ptc._tools import compact_json_render
+from ptc._calls._tools import compact_json_render
+from ptc._code._catalog import ident_words
 
 SAMPLE = Path(__file__).resolve().parent.parent / "tests" / "ptc" / "data" / "bfcl_sample.jsonl"
 # Stop words of the query protocol (NLTK's English list, plus "e", "g", "etc", "via").

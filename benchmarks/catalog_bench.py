@@ -76,8 +76,8 @@ def _tokens(encoding: Any, value: Any) -> int:
 
 async def _sizes_of(count: int, encoding: Any) -> dict[str, Any]:
     import ptc
-    from ptc._catalog import estimate_tokens
-    from ptc._prompt import run_code_description
+    from ptc._code._catalog import estimate_tokens
+    from ptc._code._prompt import run_code_description
     from worker.testing import FakeBackend
 
     definitions = _bfcl.definitions(count)
@@ -202,8 +202,8 @@ Ranker = Callable[[str], list[str]]
 
 def _ptc_ranker(functions: list[dict[str, Any]]) -> tuple[Ranker, dict[str, float]]:
     import sdkgen
-    from ptc._catalog import Catalog
-    from ptc._sdks import tool_spec
+    from ptc._code._catalog import Catalog
+    from ptc._code._sdks import tool_spec
 
     definitions = _bfcl.definitions(len(functions))
     bindings = sdkgen.SdkGenerator().generate(
@@ -217,7 +217,7 @@ def _ptc_ranker(functions: list[dict[str, Any]]) -> tuple[Ranker, dict[str, floa
 
 
 def _documents(functions: list[dict[str, Any]]) -> list[str]:
-    from ptc._catalog import ident_words
+    from ptc._code._catalog import ident_words
 
     docs = []
     for function in functions:
@@ -263,7 +263,7 @@ def _rank_bm25_ranker(functions: list[dict[str, Any]]) -> tuple[Ranker, dict[str
     except ImportError:
         return None
     import_ms = (time.perf_counter() - started) * 1e3
-    from ptc._catalog import ident_words
+    from ptc._code._catalog import ident_words
 
     names = [f["name"] for f in functions]
 

@@ -33,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _tree(path: str) -> int:
-    from ._calltree import build_trees, read_records, render_trees
+    from ._observe._calltree import build_trees, read_records, render_trees
 
     try:
         records = read_records(path)

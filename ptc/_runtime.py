@@ -13,12 +13,9 @@ from typing_extensions import Unpack
 
 from worker import Containment, Limits, Profile, WorkerBackend
 
-from ._codemode import CodeMode
-from ._decisions import Approver
-from ._decorator import ToolOptions
-from ._detached import Detached, start_detached
-from ._errors import ConfigurationError, UsageError
-from ._events import (
+from ._calls._decisions import Approver
+from ._calls._decorator import ToolOptions
+from ._calls._events import (
     CHANGE,
     AnyListener,
     DispatchLogListener,
@@ -32,15 +29,18 @@ from ._events import (
     describe,
     logger,
 )
-from ._layers import MODES, Mode
-from ._lifetime import CloseHook, Lifetime
-from ._presentation import check_code_options
-from ._scope_tree import ScopeTree
-from ._scopes import ChangeListener, Scope
-from ._session_runs import SessionKeepers
-from ._session_store import MemorySessionStore, SessionStore
-from ._suspensions import SuspensionStore
-from ._tools import ToolDefinition
+from ._calls._lifetime import CloseHook, Lifetime
+from ._calls._tools import ToolDefinition
+from ._code._codemode import CodeMode
+from ._detached import Detached, start_detached
+from ._errors import ConfigurationError, UsageError
+from ._scopes._layers import MODES, Mode
+from ._scopes._presentation import check_code_options
+from ._scopes._scope import ChangeListener, Scope
+from ._scopes._scope_tree import ScopeTree
+from ._sessions._session_runs import SessionKeepers
+from ._sessions._session_store import MemorySessionStore, SessionStore
+from ._suspend._suspensions import SuspensionStore
 
 __all__ = ("ToolRuntime",)
 

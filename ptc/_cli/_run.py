@@ -21,9 +21,9 @@ import anyio
 
 from worker import Containment, Limits
 
-from .._layers import PROFILES
 from .._results import ToolResult
 from .._runtime import ToolRuntime
+from .._scopes._layers import PROFILES
 from ._common import (
     CliError,
     add_require,

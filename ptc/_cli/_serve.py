@@ -22,8 +22,8 @@ import anyio
 from worker import Containment
 
 from .._errors import ConfigurationError, UsageError
-from .._layers import MODES, PROFILES
 from .._runtime import ToolRuntime
+from .._scopes._layers import MODES, PROFILES
 from ._common import (
     CliError,
     add_require,

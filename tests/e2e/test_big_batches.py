@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import ptc
-from ptc._dispatch_log import DISPATCH_LOG_ENTRIES
+from ptc._code._dispatch_log import DISPATCH_LOG_ENTRIES
 from tests._backends import ANYIO_BACKENDS
 from tests._typing import data
 

@@ -30,8 +30,8 @@ from mypy import api as mypy_api
 
 import ptc
 import sdkgen
-from ptc._preflight import near_miss
-from ptc._tools import compact_json_render
+from ptc._calls._tools import compact_json_render
+from ptc._code._preflight import near_miss
 from sdkgen._simple_types import simple_fragment
 from tests._typing import data
 from worker.testing import FakeBackend

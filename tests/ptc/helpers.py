@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import ptc
-from ptc._tools import compact_json_render
+from ptc._calls._tools import compact_json_render
 
 T = TypeVar("T")
 

@@ -1,4 +1,4 @@
-"""A run's batches of nested calls (``ptc._batches``) on the in-process fake worker:
+"""A run's batches of nested calls (``ptc._code._batches``) on the in-process fake worker:
 numbering in submission order across concurrent batches, paced loops, big batches.
 
 Pacing is proven by counting turns of the event loop with the slice set to nothing, never

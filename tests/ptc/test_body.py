@@ -10,7 +10,7 @@ import anyio.lowlevel
 import pytest
 
 import ptc
-from ptc._body import BodyFailure
+from ptc._calls._body import BodyFailure
 from tests._typing import data
 
 from .helpers import echo_tool, recorder

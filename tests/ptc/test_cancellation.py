@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 import ptc
-from ptc._calltree import read_records
+from ptc._observe._calltree import read_records
 from tests._backends import anyio_backend  # noqa: F401 - both anyio backends
 from worker.testing import FakeBackend
 

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 import ptc
 import sdkgen
-from ptc._catalog import Catalog, estimate_tokens, ident_words, summary
-from ptc._sdks import tool_spec
-from ptc._tools import NAME_PATTERN, compact_json_render
+from ptc._calls._tools import NAME_PATTERN, compact_json_render
+from ptc._code._catalog import Catalog, estimate_tokens, ident_words, summary
+from ptc._code._sdks import tool_spec
 from tests._typing import data
 from worker import HOST_OPERATION_MARK, HOST_OPERATIONS
 from worker.testing import FakeBackend

@@ -1021,7 +1021,7 @@ async def test_a_host_error_in_nested_dispatch_ends_the_run_with_that_error(
     # worker/_abc.py: a call handler that raises is a host bug; the run is killed and the
     # error propagates from the backend's run. The same whatever the backend: a backend
     # that awaits the handler (the fake, Ray) and one handed the batch (subprocess).
-    from ptc._dispatch_log import DispatchLog
+    from ptc._code._dispatch_log import DispatchLog
 
     async def broken(*args: object) -> None:
         raise RuntimeError("host bug in the dispatch log")

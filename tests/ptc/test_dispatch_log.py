@@ -1,4 +1,4 @@
-"""A run's dispatch log (``ptc._dispatch_log``) past its limit: the first entries in full,
+"""A run's dispatch log (``ptc._code._dispatch_log``) past its limit: the first entries in full,
 the rest counted by tool and error code, and the model told so (in-process fake worker)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import ptc
-from ptc._dispatch_log import DISPATCH_LOG_ENTRIES
+from ptc._code._dispatch_log import DISPATCH_LOG_ENTRIES
 from tests._backends import anyio_backend  # noqa: F401 - both anyio backends
 from tests._typing import data
 from worker.testing import FakeBackend

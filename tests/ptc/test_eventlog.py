@@ -9,7 +9,7 @@ import pytest
 
 import ptc
 from ptc.__main__ import main as cli
-from ptc._calltree import build_trees, read_records, render_trees
+from ptc._observe._calltree import build_trees, read_records, render_trees
 from tests._typing import data
 from worker.testing import FakeBackend
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ptc._events import Disposer, ListenerError, run_waterfall
+from ptc._calls._events import Disposer, ListenerError, run_waterfall
 
 pytestmark = pytest.mark.anyio
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import ptc
-from ptc._tools import compact_json_render
+from ptc._calls._tools import compact_json_render
 from worker.testing import FakeBackend
 
 pytestmark = pytest.mark.anyio

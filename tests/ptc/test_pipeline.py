@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import ptc
-from ptc._body import BodyFailure, BodyResult
-from ptc._pipeline import Call
-from ptc._scopes import call_site
-from ptc._tools import compact_json_render
+from ptc._calls._body import BodyFailure, BodyResult
+from ptc._calls._pipeline import Call
+from ptc._calls._tools import compact_json_render
+from ptc._scopes._scope import call_site
 from tests._typing import data
 from worker.testing import FakeBackend
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import sdkgen
-from ptc._preflight import PreflightError, check_program
+from ptc._code._preflight import PreflightError, check_program
 from tests.worker.test_child_runtime import run_child
 from worker._child._program import run_program
 

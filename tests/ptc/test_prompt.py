@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 import ptc
-from ptc._prompt import (
+from ptc._code._prompt import (
     ALLOWED_MODULES,
     RUN_CODE_INPUT_SCHEMA,
     RUN_CODE_OUTPUT_SCHEMA,

@@ -101,7 +101,7 @@ def test_all_is_pinned() -> None:
 
 def test_the_code_mode_half_of_a_scope_is_pinned() -> None:
     # DESIGN section 2 names sdk and prepare; sdk_async is ptc's addition (deviations.md).
-    from ptc._scope_code import ScopeCodeMode
+    from ptc._scopes._scope_code import ScopeCodeMode
 
     assert issubclass(ptc.Scope, ScopeCodeMode)
     assert sorted(n for n in vars(ScopeCodeMode) if not n.startswith("_")) == [
@@ -212,4 +212,4 @@ def test_run_code_is_named_in_one_place() -> None:
         for line in path.read_text(encoding="utf-8").splitlines()
         if re.search(r"""(==|=|!=)\s*["']run_code["']""", line)
     ]
-    assert defining == ["_tools.py"]
+    assert defining == ["_calls/_tools.py"]

@@ -13,9 +13,9 @@ import anyio.lowlevel
 import pytest
 
 import ptc
-from ptc._pipeline import Call
-from ptc._scheduler import Scheduler
-from ptc._scopes import call_site
+from ptc._calls._pipeline import Call
+from ptc._calls._scheduler import Scheduler
+from ptc._scopes._scope import call_site
 from tests._backends import anyio_backend  # noqa: F401 - both anyio backends
 
 from .helpers import echo_tool, noted, recorder

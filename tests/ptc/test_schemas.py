@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from referencing.exceptions import Unresolvable
 
 import ptc
+from ptc._calls._tools import compact_json_render
 from ptc._json import freeze
 from ptc._schema._checks import MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH, offline_registry
 from ptc._schema._validator import MAX_PROBLEMS, compile_schema
-from ptc._tools import compact_json_render
 from tests._typing import data
 from worker.testing import FakeBackend
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ptc
-from ptc._scopes import call_site
+from ptc._scopes._scope import call_site
 from tests._typing import data
 
 from .helpers import echo_tool

@@ -336,7 +336,7 @@ async def test_an_unusable_cache_directory_turns_the_disk_cache_off(
 async def test_a_scope_closed_before_its_debounced_flush_is_not_built(
     builds: Builds, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ptc._rebuilds import Rebuilds
+    from ptc._code._rebuilds import Rebuilds
 
     flushed = anyio.Event()
     failures: list[BaseException] = []

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import ptc
-from ptc._session_store import SessionRecord, digest
+from ptc._sessions._session_store import SessionRecord, digest
 
 
 def record(**changes: Any) -> SessionRecord:

@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 import ptc
-from ptc._tools import compact_json_render
+from ptc._calls._tools import compact_json_render
 from tests._typing import data
 
 ANY = ptc.Output({}, compact_json_render)

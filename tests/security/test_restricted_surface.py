@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-import ptc._prompt
+import ptc._code._prompt
 from tests.security._restricted_surface_data import SURFACE
 from worker import _zygote
 from worker._child._restricted import restricted_globals
@@ -468,7 +468,7 @@ def test_reachable_python_code_uses_dangerous_names_only_where_vetted() -> None:
 
 
 def test_the_prompt_the_zygote_and_the_child_list_the_same_modules() -> None:
-    assert set(ptc._prompt.ALLOWED_MODULES.split()) == set(ALLOWED_MODULES)
+    assert set(ptc._code._prompt.ALLOWED_MODULES.split()) == set(ALLOWED_MODULES)
     assert set(_zygote.ALLOWED_MODULES) == set(ALLOWED_MODULES)
 
 

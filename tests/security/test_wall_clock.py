@@ -82,9 +82,9 @@ async def test_at_the_deadline_a_nested_tool_sees_its_signal_when_cancelled() ->
 async def test_a_slow_pre_flight_ends_the_run_at_the_deadline(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import ptc._preflight
+    import ptc._code._preflight
 
-    original = ptc._preflight.check_program
+    original = ptc._code._preflight.check_program
     release = anyio.Event()
     token = anyio.lowlevel.current_token()
     checked: list[bool] = []
@@ -95,7 +95,7 @@ async def test_a_slow_pre_flight_ends_the_run_at_the_deadline(
         checked.append(True)
         return original(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr("ptc._codemode.check_program", slow_check)
+    monkeypatch.setattr("ptc._code._codemode.check_program", slow_check)
     async with ptc.ToolRuntime(default_mode="code", limits=ptc.Limits(wall_seconds=0.5)) as rt:
         await rt.root.prepare()
         # Long enough to be pre-flighted on a thread (short programs are checked inline).

@@ -38,7 +38,7 @@ import ray
 from ray.cluster_utils import Cluster
 
 import ptc
-from ptc._decisions import ApprovalAnswer
+from ptc._calls._decisions import ApprovalAnswer
 from tests._typing import data
 from tests.security._support import (
     SDK,
@@ -358,7 +358,7 @@ async def test_a_host_error_in_nested_dispatch_ends_the_run_with_that_error(
 ) -> None:
     # As with the local backends (tests/ptc/test_codemode.py): the handler's error is the
     # run's, not "0 replies" (worker/_abc.py: a host bug propagates from run()).
-    from ptc._dispatch_log import DispatchLog
+    from ptc._code._dispatch_log import DispatchLog
 
     async def broken(*args: object) -> None:
         raise RuntimeError("host bug in the dispatch log")
