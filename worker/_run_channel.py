@@ -103,7 +103,10 @@ class RunChannel:
                 while (frame := self._decoder.next()) is not None:
                     if not handle(frame):
                         self._drop_buffered()
-                        ended.set_result(True)
+                        if not ended.done():
+                            ended.set_result(True)
+                        return
+                    if ended.done():  # handle() ended the run's wait (its task was cancelled)
                         return
                     if pacer.due():
                         if self._watching is not None:
@@ -111,7 +114,8 @@ class RunChannel:
                         loop.call_soon(handle_some)
                         return
             except BaseException as exc:  # malformed, or a bug in handle(): raised in the task
-                ended.set_exception(exc)
+                if not ended.done():
+                    ended.set_exception(exc)
                 return
             if self._watching is None:
                 loop.add_reader(fd, readable)
