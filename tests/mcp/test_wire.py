@@ -70,7 +70,9 @@ def test_a_parse_leaves_the_collector_as_the_host_set_it(enabled: bool) -> None:
         if phase == "start":
             collections.append(info["generation"])
 
-    was = gc.isenabled()
+    was, thresholds = gc.isenabled(), gc.get_threshold()
+    gc.collect()  # a young generation that starts empty, at CPython's default thresholds,
+    gc.set_threshold(700, 10, 10)  # whatever this test process was left with before
     gc.callbacks.append(seen)
     (gc.enable if enabled else gc.disable)()
     try:
@@ -78,6 +80,7 @@ def test_a_parse_leaves_the_collector_as_the_host_set_it(enabled: bool) -> None:
         assert gc.isenabled() is enabled
     finally:
         gc.callbacks.remove(seen)
+        gc.set_threshold(*thresholds)
         (gc.enable if was else gc.disable)()
     assert len(message.result["rows"]) == 20_000  # type: ignore[union-attr]
     assert bool(collections) is enabled  # its allocations set off collections when enabled
