@@ -12,6 +12,8 @@ from __future__ import annotations
 import ctypes
 import os
 
+from ._syscalls import libc
+
 CAP_CHOWN = 0
 CAP_SETGID = 6
 CAP_SETUID = 7
@@ -21,7 +23,6 @@ UID_DROP_CAPS = {"CAP_CHOWN": CAP_CHOWN, "CAP_SETGID": CAP_SETGID, "CAP_SETUID":
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 _PR_CAP_AMBIENT = 47
 _PR_CAP_AMBIENT_CLEAR_ALL = 4
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def effective() -> int:
@@ -54,8 +55,8 @@ class _Data(ctypes.Structure):
     ]
 
 
-_capset = _libc.capset  # bound here, in the zygote: a child's own lookup costs it page faults
-_prctl = _libc.prctl
+_capset = libc.capset  # bound here, in the zygote: a child's own lookup costs it page faults
+_prctl = libc.prctl
 _NO_CAPABILITIES = (_Header(_LINUX_CAPABILITY_VERSION_3, 0), (_Data * 2)())
 """``capset``'s arguments for "none at all" (pid 0: the calling thread), made once."""
 

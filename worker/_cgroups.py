@@ -247,12 +247,6 @@ class RunCgroups:
             return None
         return os.path.join(self.unified, name)
 
-    def procs_files(self) -> list[str]:
-        """The ``cgroup.procs`` files a process writes ``0`` into to join every cgroup."""
-        return [
-            os.path.join(p, "cgroup.procs") for p in (self.memory, self.pids, self.unified) if p
-        ]
-
     def set_memory_limit(self, limit_bytes: int) -> bool:
         """Apply the memory limit (and memsw / swap.max, so swap cannot extend it). False
         if it failed."""

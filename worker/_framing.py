@@ -181,7 +181,7 @@ def encode(frame: Frame) -> bytes:
     """Serialise one frame: length prefix + compact JSON (ASCII-escaped, so never a
     surrogate encoding error). NaN/Infinity or a non-JSON value raise ``ValueError`` /
     ``TypeError``; a body over the cap raises :class:`ProtocolError`."""
-    return prefixed(_FRAME_ENCODER.encode(frame).encode("ascii"))
+    return prefixed(WIRE_ENCODER.encode(frame).encode("ascii"))
 
 
 def prefixed(body: bytes) -> bytes:
@@ -207,9 +207,15 @@ def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 # Made once: json.dumps/json.loads with options build a new encoder/decoder every call.
-_FRAME_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
-_SIZE_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_reject_duplicates)
+WIRE_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
+"""The one JSON encoder of the worker's wires (frames, supervisor lines): compact, ASCII,
+NaN and Infinity refused (``ValueError``)."""
+_SIZE_ENCODER = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+WIRE_DECODER = json.JSONDecoder(
+    parse_constant=_reject_constant, object_pairs_hook=_reject_duplicates
+)
+"""The one JSON decoder of the worker's wires: NaN, Infinity and duplicate keys are a
+:class:`ProtocolError`."""
 
 def depth_problem(body: bytes, limit: int = MAX_FRAME_DEPTH) -> str | None:
     """Why the frame body ``body`` nests deeper than ``limit``, or ``None``; on the raw
@@ -228,7 +234,7 @@ def parse_body(body: bytes, validate: Validator) -> Frame:
     except UnicodeDecodeError as exc:
         raise ProtocolError(f"frame is not valid UTF-8: {exc.reason}") from exc
     try:
-        obj = _DECODER.decode(text)
+        obj = WIRE_DECODER.decode(text)
     except ProtocolError:
         raise
     except (ValueError, RecursionError) as exc:

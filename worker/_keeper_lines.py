@@ -22,26 +22,24 @@ runs). Lines, to the host, in this order::
 The host writes nothing (a closed end tells the zygote nothing: it reaps the child when it
 dies). Each line is a frozen value object here; the writers use ``to_line()`` (the zygote in
 ``_supervise``, the child in ``_isolate``/``_confine``, the scratch keeper in
-``_gatekeeper``) and the host reads with :class:`KeeperLineDecoder`. Anything malformed is a
-:class:`WorkerError`, never a ``KeyError`` or JSON error. Standard library only: the zygote
-and its children import it.
+``_gatekeeper``) and the host reads with :class:`KeeperLineDecoder`. The JSON is the
+frames' (``_framing``'s one encoder and decoder: NaN, Infinity and a key given twice are
+refused both ways). Anything malformed is a :class:`WorkerError`, never a ``KeyError`` or
+JSON error. Standard library only: the zygote and its children import it.
 """
 
 from __future__ import annotations
 
 import errno
-import json
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self, TypeAlias
 
-from ._errors import WorkerError
+from ._errors import ProtocolError, WorkerError
+from ._framing import WIRE_DECODER, WIRE_ENCODER
 
 MAX_LINE_BYTES = 64 * 1024
 """Longest line either side accepts (every real line is well under 200 bytes)."""
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"))
-"""Made once, in the zygote (``json.dumps`` with options makes one per call, a keeper's
-first costing it page faults)."""
 _INT = (int,)
 _NUMBER = (int, float)
 _STR = (str,)
@@ -54,7 +52,7 @@ class _Line:
 
     def to_line(self) -> bytes:
         body = {key: getattr(self, attr) for key, attr, _ in self.WIRE}
-        return _ENCODER.encode(body).encode() + b"\n"
+        return WIRE_ENCODER.encode(body).encode("ascii") + b"\n"
 
     @classmethod
     def from_wire(cls, obj: dict[str, Any]) -> Self:
@@ -144,8 +142,8 @@ _FROM_KEEPER: dict[frozenset[str], type[KeeperLine]] = {
 
 def _object(line: bytes) -> dict[str, Any]:
     try:
-        obj = json.loads(line)
-    except (ValueError, RecursionError) as exc:
+        obj = WIRE_DECODER.decode(line.decode("utf-8"))
+    except (ValueError, RecursionError, ProtocolError) as exc:  # NaN or a key twice: ProtocolError
         raise WorkerError(f"keeper line is not JSON: {line[:100]!r}") from exc
     if type(obj) is not dict:
         raise WorkerError(f"keeper line is not a JSON object: {line[:100]!r}")

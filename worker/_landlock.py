@@ -17,6 +17,8 @@ import platform
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ._syscalls import libc
+
 _SYSCALLS = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
@@ -34,8 +36,6 @@ _NET_CONNECT_TCP = 1 << 1
 _SCOPE_ABSTRACT_UNIX = 1 << 0
 _SCOPE_SIGNAL = 1 << 1
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.syscall.restype = ctypes.c_long
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -76,7 +76,7 @@ def status(limit: int | None = None) -> tuple[int, str]:
     nums = _numbers()
     if nums is None:
         return 0, f"no Landlock syscall numbers for {platform.machine()}"
-    res = _libc.syscall(nums[0], None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
+    res = libc.syscall(nums[0], None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
     if res > 0:
         return (int(res) if limit is None else min(int(res), limit)), ""
     return 0, unavailable_reason(ctypes.get_errno())
@@ -134,7 +134,7 @@ def ruleset(*, read_only: Iterable[str], read_write: Iterable[str], abi: int) ->
     if abi >= 6:
         attr.scoped = _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL
         size = 24
-    fd = int(_libc.syscall(create, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)))
+    fd = int(libc.syscall(create, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)))
     if fd < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"landlock_create_ruleset: {os.strerror(err)}")
@@ -155,7 +155,7 @@ def restrict_with(ruleset_fd: int, abi: int) -> LandlockResult:
     nums = _numbers()
     if nums is None:
         raise OSError("Landlock is not available on this kernel")
-    if _libc.syscall(nums[2], ruleset_fd, ctypes.c_uint32(0)) != 0:
+    if libc.syscall(nums[2], ruleset_fd, ctypes.c_uint32(0)) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"landlock_restrict_self: {os.strerror(err)}")
     return LandlockResult(abi=abi, tcp_denied=abi >= 4, scoped=abi >= 6)
@@ -186,7 +186,7 @@ def _add_path(add_rule: int, ruleset_fd: int, path: str, access: int) -> None:
         if not os.path.isdir(path):
             access &= _FILE_ONLY
         attr = _PathBeneathAttr(allowed_access=access, parent_fd=pfd)
-        res = _libc.syscall(
+        res = libc.syscall(
             add_rule, ruleset_fd, _RULE_PATH_BENEATH, ctypes.byref(attr), ctypes.c_uint32(0)
         )
         if res != 0:

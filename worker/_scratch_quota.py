@@ -42,8 +42,8 @@ import stat
 import struct
 
 from ._scratch_proc import Blind, Key, ScratchMount, mapped, open_files, taken
+from ._syscalls import libc
 
-_libc = ctypes.CDLL(None, use_errno=True)
 _IN_MODIFY = 0x00000002
 _IN_ATTRIB = 0x00000004
 _IN_CLOSE_WRITE = 0x00000008
@@ -96,7 +96,7 @@ class ScratchQuota:
         root = os.lstat(path)
         self._root_key: Key = (root.st_dev, root.st_ino)
         self._root_base = taken(root)  # the dir's own first block is not the program's
-        fd: int = _libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        fd: int = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
         if fd < 0:
             err = ctypes.get_errno()
             raise OSError(err, f"inotify_init1: {os.strerror(err)}")
@@ -318,7 +318,7 @@ class ScratchQuota:
         stack = [top]
         while stack:
             folder = stack.pop()
-            wd = _libc.inotify_add_watch(
+            wd = libc.inotify_add_watch(
                 self._fd, os.fsencode(folder), _WATCHED | _IN_ONLYDIR | _IN_DONT_FOLLOW
             )
             if wd < 0:
@@ -348,7 +348,7 @@ class ScratchQuota:
         without a name is found again by the next recount). Between settled moments the
         charges stay as they were, at least."""
         for wd in list(self._dirs):
-            _libc.inotify_rm_watch(self._fd, wd)
+            libc.inotify_rm_watch(self._fd, wd)
         self._dirs.clear()
         names = list(self._names)
         for name in names:

@@ -43,6 +43,7 @@ from typing import Any
 
 from . import _bpf
 from ._gate_filter import gate_numbers, write_gate_filter
+from ._syscalls import libc
 
 DENIED_SYSCALLS: tuple[str, ...] = (
     "socket",
@@ -369,10 +370,8 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.syscall.restype = ctypes.c_long
-_syscall = _libc.syscall
-_prctl = _libc.prctl  # bound now: a child's first lookup would cost it page faults
+_syscall = libc.syscall
+_prctl = libc.prctl  # bound now: a child's first lookup would cost it page faults
 _PR_SET_NO_NEW_PRIVS = 38
 _SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}.get(platform.machine())
 

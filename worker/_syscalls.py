@@ -4,7 +4,8 @@ and the small reads and writes of ``/proc`` and ``/sys`` files (the keeper's, th
 cgroup files).
 
 Used by the zygote, the keeper and the child (all in the zygote's forks); each wrapper
-raises ``OSError`` with the errno, as ``os`` would.
+raises ``OSError`` with the errno, as ``os`` would. :data:`libc` is the one handle on libc
+the worker's other ctypes calls (Landlock, seccomp, capabilities, inotify) go through.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import errno
 import os
 import time
 
-_libc = ctypes.CDLL(None, use_errno=True)
+libc = ctypes.CDLL(None, use_errno=True)
+"""The one handle on libc (errno kept per call) the worker's Linux calls go through."""
+libc.syscall.restype = ctypes.c_long  # a raw syscall returns a long (-1 and errno)
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
@@ -58,32 +61,32 @@ def fork_bare() -> int:
 
 
 def prctl(option: int, arg: int) -> None:
-    if _libc.prctl(option, arg, 0, 0, 0) != 0:
+    if libc.prctl(option, arg, 0, 0, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
 
 
 def set_name(name: bytes) -> None:
     """This thread's name (``/proc/<pid>/comm``, at most 15 bytes), for whoever reads ``ps``."""
-    if _libc.prctl(PR_SET_NAME, name, 0, 0, 0) != 0:
+    if libc.prctl(PR_SET_NAME, name, 0, 0, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
 
 
 def unshare(flags: int) -> None:
-    if _libc.unshare(flags) != 0:
+    if libc.unshare(flags) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"unshare: {os.strerror(err)}")
 
 
 def setns(fd: int, nstype: int) -> None:
-    if _libc.setns(fd, nstype) != 0:
+    if libc.setns(fd, nstype) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"setns: {os.strerror(err)}")
 
 
 def mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
-    result = _libc.mount(
+    result = libc.mount(
         source.encode(),
         target.encode(),
         fstype.encode() if fstype is not None else None,
@@ -99,7 +102,7 @@ MNT_DETACH = 2
 
 
 def umount(target: str, flags: int = 0) -> None:
-    if _libc.umount2(target.encode(), flags) != 0:
+    if libc.umount2(target.encode(), flags) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"umount {target}: {os.strerror(err)}")
 
@@ -141,7 +144,7 @@ def map_own_ids(uid: int, gid: int) -> None:
         raise OSError(errno.EPERM, "refusing to map root into a child's user namespace")
     # After a uid change the process is not dumpable and its /proc files belong to root:
     # dumpable just long enough to write its own maps.
-    dumpable = _libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)
+    dumpable = libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)
     prctl(PR_SET_DUMPABLE, 1)
     try:
         write_file("/proc/self/setgroups", "deny")
