@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worker._errors import WorkerError
-from worker._keeper_lines import (
+from worker._protocol._keeper_lines import (
     MAX_LINE_BYTES,
     ExitReport,
     Hello,

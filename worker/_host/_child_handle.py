@@ -22,16 +22,16 @@ import signal
 import anyio
 from anyio.abc import SocketStream
 
-from . import _enforcement
+from .._errors import StartFailed, WorkerError
+from .._kernel import _enforcement
+from .._kernel._syscalls import read_file
+from .._protocol._framing import encode
+from .._protocol._keeper_lines import ExitReport, Hello, KeeperLine, SetupFailed, SpawnFailed
+from .._types import Dimension, Enforcement
 from ._cgroups import CgroupJanitor, RunCgroups
-from ._errors import StartFailed, WorkerError
-from ._framing import encode
 from ._keeper_channel import KeeperChannel
-from ._keeper_lines import ExitReport, Hello, KeeperLine, SetupFailed, SpawnFailed
 from ._run_channel import RunChannel
-from ._syscalls import read_file
 from ._timing import timing_mark
-from ._types import Dimension, Enforcement
 
 KILL_CONFIRM_S = 2.0
 KEEPER_REPORT_S = 0.02

@@ -42,8 +42,8 @@ import sys
 from collections.abc import Iterable
 from typing import Any, cast
 
-from ._keeper_lines import SpawnFailed
-from ._spawn_config import ChildConfig, ChildRequest, Shared, ZygoteConfig
+from .._protocol._keeper_lines import SpawnFailed
+from .._protocol._spawn_config import ChildConfig, ChildRequest, Shared, ZygoteConfig
 
 ALLOWED_MODULES: tuple[str, ...] = tuple(
     (
@@ -57,8 +57,8 @@ PRELOAD: tuple[str, ...] = (
     "worker._child",
     "worker._child._restricted",  # imported by the child only for the restricted profile
     "worker._child._policy",
-    "worker._confine",
-    "worker._gatekeeper",
+    "worker._supervisor._confine",
+    "worker._supervisor._gatekeeper",
     "RestrictedPython",
     "cloudpickle",  # a session's state (``_child._session``): no run pays its import
     "traceback",
@@ -71,8 +71,9 @@ PRELOAD: tuple[str, ...] = (
 MAX_MESSAGE = 1 << 20
 MAX_SDK_MODULE_BYTES = 64 << 20
 """Largest SDK module the zygote compiles (a bigger one is compiled by each child)."""
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-"""The ``worker`` package's directory (found without importing the package itself)."""
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+"""The ``worker`` package's directory (found without importing the package itself): this
+module's folder's parent."""
 
 
 def read_only_paths() -> list[str]:
@@ -155,7 +156,7 @@ def _read_module(fd: int) -> str | None:
 
 
 def _compile(module: object) -> None:
-    from ._child._runtime import precompile_sdk
+    from .._child._runtime import precompile_sdk
 
     if isinstance(module, str) and precompile_sdk(module):
         gc.freeze()  # the new objects too: a child's collections never touch their pages
@@ -165,7 +166,8 @@ class _Zygote:
     """The zygote's state between requests: what every child is forked with."""
 
     def __init__(self, config: ZygoteConfig, control_fd: int) -> None:
-        from . import _domain, _seccomp
+        from .._kernel import _seccomp
+        from . import _domain
         from ._isolate import uid_drop_obstacle
         from ._supervise import Children
 
@@ -214,9 +216,9 @@ class _Zygote:
     def spawn(self, request: ChildRequest, fds: list[int]) -> None:
         """Fork one child for a request; ``fds`` (its run channel's end and its line's) are
         the zygote's to close."""
+        from .._kernel._syscalls import fork_bare
         from ._confine import child_main
         from ._domain import next_pid_namespace
-        from ._syscalls import fork_bare
 
         if len(fds) != 2:
             for fd in fds:
@@ -271,7 +273,7 @@ class _Zygote:
 
 
 def main(control_fd: int, config: ZygoteConfig) -> None:
-    from ._syscalls import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, prctl
+    from .._kernel._syscalls import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, prctl
 
     host_gone: list[bool] = []
     # The host's death is a SIGTERM (not a SIGKILL): the zygote then cleans up after it.
@@ -333,5 +335,5 @@ def main(control_fd: int, config: ZygoteConfig) -> None:
 # in argv, and the installed package wins if present.
 BOOT = (
     "import sys, json; r = sys.argv[1]; sys.path.append(r); "
-    "from worker._zygote import main; main(int(sys.argv[2]), json.loads(sys.argv[3]))"
+    "from worker._supervisor._zygote import main; main(int(sys.argv[2]), json.loads(sys.argv[3]))"
 )

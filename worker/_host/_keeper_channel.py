@@ -14,7 +14,7 @@ from collections import deque
 import anyio
 from anyio.abc import SocketStream
 
-from ._keeper_lines import ExitReport, KeeperLine, KeeperLineDecoder, Killed, SetupFailed
+from .._protocol._keeper_lines import ExitReport, KeeperLine, KeeperLineDecoder, Killed, SetupFailed
 
 
 class KeeperChannel:

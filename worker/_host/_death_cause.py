@@ -14,10 +14,10 @@ import signal
 
 import anyio
 
+from .._errors import WorkerError
+from .._supervisor._confine import EXIT_CPU_LIMIT
+from .._types import FailureKind, Limits
 from ._child_handle import ChildHandle
-from ._confine import EXIT_CPU_LIMIT
-from ._errors import WorkerError
-from ._types import FailureKind, Limits
 
 DEATH_REPORT_S = 1.0
 """How long the host waits for the exit report on a child whose channel closed."""

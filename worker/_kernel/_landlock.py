@@ -37,7 +37,6 @@ _SCOPE_ABSTRACT_UNIX = 1 << 0
 _SCOPE_SIGNAL = 1 << 1
 
 
-
 class _RulesetAttr(ctypes.Structure):
     _fields_ = [
         ("handled_access_fs", ctypes.c_uint64),

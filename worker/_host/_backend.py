@@ -2,7 +2,7 @@
 
 Per run: take a child from the pool (``_pool``: primed for this run's SDK module and limits
 when one is, else an unprimed one whose limits are applied now), check the enforcement the
-containment requires, then hand the child to a :class:`~worker._runloop.RunLoop`. Every
+containment requires, then hand the child to a :class:`~worker._host._runloop.RunLoop`. Every
 exit path closes the child: a run that ended with ``done`` has its tree killed at once and
 confirmed gone in the background; any other end (a limit, a breach, abort, cancellation)
 is confirmed before the run returns. Scratch dir and cgroups are removed with the child.
@@ -18,15 +18,11 @@ from collections.abc import Mapping
 
 import anyio
 
-from . import _enforcement
-from ._abc import CallHandler, StdoutListener, WorkerBackend
-from ._child._source import program_size_problem
-from ._child_handle import ChildHandle
-from ._errors import StartFailed, WorkerError
-from ._pool import ChildPool, RunKey
-from ._runloop import RunLoop
-from ._timing import timing_mark
-from ._types import (
+from .._abc import CallHandler, StdoutListener, WorkerBackend
+from .._child._source import program_size_problem
+from .._errors import StartFailed, WorkerError
+from .._kernel import _enforcement
+from .._types import (
     DIMENSIONS,
     Containment,
     Dimension,
@@ -36,6 +32,10 @@ from ._types import (
     RunOutcome,
     RunRequest,
 )
+from ._child_handle import ChildHandle
+from ._pool import ChildPool, RunKey
+from ._runloop import RunLoop
+from ._timing import timing_mark
 
 EXIT_REPORT_S = 1.0
 """How long a finished run waits for an exit report when its child is already gone (its

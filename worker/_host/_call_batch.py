@@ -14,8 +14,8 @@ from array import array
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import overload
 
+from .._types import JSON, CallReply, CallRequest
 from ._pacing import Pacer
-from ._types import JSON, CallReply, CallRequest
 
 __all__ = ("PackedCalls", "StartedBatch")
 

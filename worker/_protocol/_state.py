@@ -21,9 +21,9 @@ from __future__ import annotations
 import binascii
 from collections.abc import Iterator
 
-from ._errors import ProtocolError
+from .._errors import ProtocolError
+from .._types import SessionSave
 from ._framing import Frame, prefixed, scrub_text
-from ._types import SessionSave
 
 STATE_CHUNK_BYTES = 4 * 1024 * 1024
 """Most bytes of a state one ``state`` frame carries."""

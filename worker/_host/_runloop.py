@@ -1,6 +1,6 @@
 """The host side of one run: ``start`` out, frames in, replies out, limits and order kept.
 
-:class:`RunLoop` drives one :class:`~worker._child_handle.ChildHandle` that has sent
+:class:`RunLoop` drives one :class:`~worker._host._child_handle.ChildHandle` that has sent
 ``ready``: it sends ``start``, then reads frames until ``done`` and EOF, under the wall
 clock and the host's ``abort``. The frames' schemas were checked by the decoder; the loop
 checks their *order* (no second ``ready``, nothing after ``done``, call ids that increase)
@@ -23,18 +23,20 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from ._abc import CallHandler, CallStarter, StdoutListener
-from ._call_batch import PackedCalls, StartedBatch
-from ._child_handle import ChildHandle
-from ._death_cause import death_cause
-from ._errors import ProtocolError, WorkerError
-from ._framing import Frame, encode, json_problem, json_size, scrub_surrogates, scrub_text
-from ._messages import MAX_CALL_ARGUMENTS_BYTES
-from ._output import OutputCapture, emit_log
-from ._pacing import Pacer
-from ._state import SavedState, state_frames
-from ._timing import timing_mark
-from ._types import (
+from .._abc import CallHandler, CallStarter, StdoutListener
+from .._errors import ProtocolError, WorkerError
+from .._output import OutputCapture, emit_log
+from .._protocol._framing import (
+    Frame,
+    encode,
+    json_problem,
+    json_size,
+    scrub_surrogates,
+    scrub_text,
+)
+from .._protocol._messages import MAX_CALL_ARGUMENTS_BYTES
+from .._protocol._state import SavedState, state_frames
+from .._types import (
     MIB,
     CallReply,
     Dimension,
@@ -44,6 +46,11 @@ from ._types import (
     RunRequest,
     RunStats,
 )
+from ._call_batch import PackedCalls, StartedBatch
+from ._child_handle import ChildHandle
+from ._death_cause import death_cause
+from ._pacing import Pacer
+from ._timing import timing_mark
 
 Kill = tuple[FailureKind, str]
 _REWRITE_GROWTH = 5
@@ -424,4 +431,3 @@ def _arguments_problem(arguments: dict[str, Any], frame_bytes: int) -> str | Non
     if size > MAX_CALL_ARGUMENTS_BYTES:
         return f"arguments of {size} bytes as JSON, over the cap of {MAX_CALL_ARGUMENTS_BYTES}"
     return None
-

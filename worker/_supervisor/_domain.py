@@ -38,10 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from . import _capabilities, _landlock
-from ._scratch import mount_scratch
-from ._spawn_config import DomainFacts, ZygoteConfig
-from ._syscalls import (
+from .._kernel import _capabilities, _landlock
+from .._kernel._syscalls import (
     CLONE_NEWIPC,
     CLONE_NEWNET,
     CLONE_NEWNS,
@@ -61,6 +59,8 @@ from ._syscalls import (
     umount,
     unshare,
 )
+from .._protocol._spawn_config import DomainFacts, ZygoteConfig
+from ._scratch import mount_scratch
 
 NOBODY = 65534
 CAP_SYS_ADMIN = 21

@@ -18,11 +18,12 @@ import socket
 import subprocess
 import sys
 
-from ._errors import WorkerError
-from ._spawn_config import ChildRequest, ZygoteConfig
-from ._zygote import BOOT, MAX_SDK_MODULE_BYTES
+from .._errors import WorkerError
+from .._protocol._spawn_config import ChildRequest, ZygoteConfig
+from .._supervisor._zygote import BOOT, MAX_SDK_MODULE_BYTES
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+"""The ``worker`` package's directory: this module's folder's parent."""
 
 
 class ZygoteClient:

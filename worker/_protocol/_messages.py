@@ -27,10 +27,10 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, fields
 from typing import Literal, TypeAlias
 
-from ._errors import ProtocolError
+from .._errors import ProtocolError
+from .._types import DIMENSIONS, Limits
 from ._framing import Frame
 from ._state import STATE_CHUNK_CHARS
-from ._types import DIMENSIONS, Limits
 
 MAX_CALL_ARGUMENTS_BYTES = 4 * 1024 * 1024
 """Largest arguments of one tool call, as compact UTF-8 JSON (the child refuses bigger ones

@@ -20,9 +20,9 @@ import signal
 import time
 from collections import deque
 
-from ._keeper_lines import ExitReport
-from ._spawn_config import ChildConfig, ChildRequest
-from ._syscalls import cpu_clock_s, read_file
+from .._kernel._syscalls import cpu_clock_s, read_file
+from .._protocol._keeper_lines import ExitReport
+from .._protocol._spawn_config import ChildConfig, ChildRequest
 
 LEFTOVERS_WAIT_S = 5.0
 """How long a zygote whose host died waits for its children to end once it killed them."""

@@ -25,7 +25,7 @@ import os
 import struct
 from dataclasses import dataclass
 
-from ._gate_filter import NAME_SYSCALLS
+from .._kernel._gate_filter import NAME_SYSCALLS
 from ._scratch_proc import Key, OpenFile, open_file, read_memory
 from ._scratch_quota import ScratchQuota
 

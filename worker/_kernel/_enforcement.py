@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._types import DIMENSIONS, Containment, Dimension, Enforcement
+from .._types import DIMENSIONS, Containment, Dimension, Enforcement
 
 
 @dataclass(frozen=True, kw_only=True)

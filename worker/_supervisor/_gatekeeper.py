@@ -28,12 +28,12 @@ import socket
 import struct
 from typing import Any, NoReturn
 
+from .._kernel._seccomp import growth_syscalls
+from .._kernel._syscalls import PR_SET_PDEATHSIG, prctl, set_name
+from .._protocol._keeper_lines import Killed
 from ._confine import FSIZE_BYTES
-from ._keeper_lines import Killed
 from ._scratch_gate import WriteGate
 from ._scratch_quota import ScratchQuota
-from ._seccomp import growth_syscalls
-from ._syscalls import PR_SET_PDEATHSIG, prctl, set_name
 
 NAME = b"ptc-keeper"
 """The scratch keeper's process name (``/proc/<pid>/comm``)."""

@@ -34,7 +34,7 @@ import errno
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self, TypeAlias
 
-from ._errors import ProtocolError, WorkerError
+from .._errors import ProtocolError, WorkerError
 from ._framing import WIRE_DECODER, WIRE_ENCODER
 
 MAX_LINE_BYTES = 64 * 1024

@@ -15,12 +15,12 @@ import stat
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import _capabilities
+from .._kernel import _capabilities
+from .._kernel._syscalls import CLONE_NEWNS, CLONE_NEWUSER, unshare, write_file
+from .._protocol._keeper_lines import SetupFailed
+from .._protocol._spawn_config import ChildConfig
 from ._domain import MOUNT_POINT, NOBODY, become_nobody
-from ._keeper_lines import SetupFailed
 from ._scratch import mount_scratch
-from ._spawn_config import ChildConfig
-from ._syscalls import CLONE_NEWNS, CLONE_NEWUSER, unshare, write_file
 
 
 class SetupError(Exception):

@@ -8,7 +8,7 @@ and a child made for one size never serves a run of another (``_pool``).
 
 from __future__ import annotations
 
-from ._syscalls import MS_NODEV, MS_NOEXEC, MS_NOSUID, mount
+from .._kernel._syscalls import MS_NODEV, MS_NOEXEC, MS_NOSUID, mount
 
 SCRATCH_INODES = 65536
 

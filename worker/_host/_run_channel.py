@@ -20,8 +20,8 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import SocketAttribute, SocketStream
 
-from ._framing import MAX_FRAME_BYTES, Frame, FrameDecoder
-from ._messages import validate_child_frame
+from .._protocol._framing import MAX_FRAME_BYTES, Frame, FrameDecoder
+from .._protocol._messages import validate_child_frame
 from ._pacing import Pacer
 
 _RECEIVE_BYTES = 65536

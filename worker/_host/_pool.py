@@ -36,14 +36,14 @@ from dataclasses import dataclass
 import anyio
 from anyio.abc import UNIXSocketStream
 
-from . import _landlock
+from .._errors import StartFailed, WorkerError
+from .._kernel import _landlock
+from .._protocol._spawn_config import ChildRequest, ZygoteConfig
+from .._types import Containment, Dimension, Enforcement, Level, Limits
 from ._cgroups import CgroupJanitor, RunCgroups
 from ._child_handle import ChildHandle, host_resource_error, remove_scratch
 from ._chores import Chores
-from ._errors import StartFailed, WorkerError
 from ._leftovers import host_mark, sweep_dead_hosts
-from ._spawn_config import ChildRequest, ZygoteConfig
-from ._types import Containment, Dimension, Enforcement, Level, Limits
 from ._zygote_client import ZygoteClient
 
 SPAWN_TIMEOUT_S = 10.0

@@ -25,11 +25,11 @@ import socket
 from types import FrameType
 from typing import Any, NoReturn
 
-from . import _capabilities, _enforcement, _landlock, _seccomp
+from .._kernel import _capabilities, _enforcement, _landlock, _seccomp
+from .._kernel._syscalls import PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, prctl
+from .._protocol._keeper_lines import Hello
+from .._protocol._spawn_config import ChildConfig
 from ._isolate import SetupError, isolate, step
-from ._keeper_lines import Hello
-from ._spawn_config import ChildConfig
-from ._syscalls import PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, prctl
 
 NOFILE = 64
 FSIZE_BYTES = 64 * 1024 * 1024
@@ -71,7 +71,7 @@ def child_main(
             signal.signal(signal.SIGXCPU, _exit_at_cpu_limit)
         os.close(line_fd)
         line_fd = -1
-        from ._child import serve
+        from .._child import serve
 
         serve(socket.socket(fileno=run_fd), enforcement, rlimits=bool(cfg["rlimits"]))
     except SetupError as exc:

@@ -17,9 +17,9 @@ import os
 import re
 import tempfile
 
+from .._kernel._syscalls import read_file
 from ._cgroups import hierarchy_bases, remove_abandoned
 from ._child_handle import remove_scratch
-from ._syscalls import read_file
 
 _MARKED = re.compile(r"^ptc-(\d+)-(\d+)-")
 

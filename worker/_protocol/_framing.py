@@ -22,7 +22,7 @@ import struct
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from ._errors import ProtocolError
+from .._errors import ProtocolError
 from ._json_bytes import nesting_problem
 
 MAX_FRAME_BYTES = 16 * 1024 * 1024
@@ -216,6 +216,7 @@ WIRE_DECODER = json.JSONDecoder(
 )
 """The one JSON decoder of the worker's wires: NaN, Infinity and duplicate keys are a
 :class:`ProtocolError`."""
+
 
 def depth_problem(body: bytes, limit: int = MAX_FRAME_DEPTH) -> str | None:
     """Why the frame body ``body`` nests deeper than ``limit``, or ``None``; on the raw

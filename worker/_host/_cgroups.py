@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from ._syscalls import read_file, write_file
+from .._kernel._syscalls import read_file, write_file
 
 CGROUP_ROOT = "/sys/fs/cgroup"
 PIDS_MAX = 64

@@ -41,8 +41,8 @@ import resource
 import stat
 import struct
 
+from .._kernel._syscalls import libc
 from ._scratch_proc import Blind, Key, ScratchMount, mapped, open_files, taken
-from ._syscalls import libc
 
 _IN_MODIFY = 0x00000002
 _IN_ATTRIB = 0x00000004

@@ -139,7 +139,7 @@ def map_own_ids(uid: int, gid: int) -> None:
     themselves, one id each and nothing else, so files it creates on a filesystem mounted
     inside the namespace have an owner. Never used for uid 0 (root's files would come under
     the namespace's capabilities): as root the scratch is mounted before the user namespace
-    exists (see ``worker._isolate``)."""
+    exists (see ``worker._supervisor._isolate``)."""
     if uid == 0 or gid == 0:
         raise OSError(errno.EPERM, "refusing to map root into a child's user namespace")
     # After a uid change the process is not dumpable and its /proc files belong to root:
