@@ -103,7 +103,7 @@ def _zygote_stats() -> list[list[str]]:
     """The ``/proc/<pid>/stat`` fields (after the command name) of this process's zygotes."""
     found = []
     for pid in _children().get(os.getpid(), []):
-        if "worker._zygote" not in _name(pid):
+        if "worker._supervisor._zygote" not in _name(pid):
             continue
         try:
             found.append(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split())

@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from worker import Limits  # noqa: E402
-from worker._framing import FrameDecoder, encode  # noqa: E402
-from worker._messages import validate_child_frame  # noqa: E402
+from worker._protocol._framing import FrameDecoder, encode  # noqa: E402
+from worker._protocol._messages import validate_child_frame  # noqa: E402
 
 SDK = """
 class ToolCallError(Exception):

@@ -42,7 +42,7 @@ from tests.worker.fidelity import (
     run_ptc,
 )
 from worker import Containment
-from worker._backend import SubprocessBackend
+from worker._host._backend import SubprocessBackend
 
 RUNNERS = ("ptc python", "ptc restricted", "Monty 1.4", "smolagents 1.26")
 ROWS = (

@@ -73,7 +73,10 @@ class Limits:
     ``stream_bytes`` bounds everything the program may print or log before it is killed;
     ``scratch_mib`` bounds all files in the scratch dir together (they live in memory and
     count against ``memory_mib`` too); ``session_mib`` bounds the state a run on a session
-    saves (its globals and its files, serialized together). Each value is checked
+    saves (its globals and its files, serialized together). ``max_parallel_calls`` is the
+    host's: it caps how many of a run's nested calls run at once (its scheduler, in
+    ``ptc``); the worker carries it (``start`` sends every field) and never reads it. Each
+    value is checked
     against :data:`LIMIT_BOUNDS` here: one the host cannot apply is a ``ValueError`` now,
     never a failed run later.
     """

@@ -56,8 +56,8 @@ from ._child._outcome import ProgramResult, ProgramStop
 from ._child._program import run_program
 from ._child._source import program_size_problem
 from ._errors import WorkerError
-from ._framing import json_problem
 from ._output import OutputCapture
+from ._protocol._framing import json_problem
 from ._types import (
     DIMENSIONS,
     SESSION_SAVED_KINDS,

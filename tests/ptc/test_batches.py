@@ -15,7 +15,7 @@ import anyio.lowlevel
 import pytest
 
 import ptc
-import worker._pacing
+import worker._host._pacing
 from tests._backends import anyio_backend  # noqa: F401 - both anyio backends
 from tests._typing import data
 from worker.testing import FakeBackend
@@ -74,7 +74,7 @@ async def test_concurrent_batches_are_numbered_one_after_another(
 ) -> None:
     # A slice of nothing: numbering a batch yields after every call, so batches that came
     # together would interleave their numbers if each did not wait for its turn.
-    monkeypatch.setattr(worker._pacing, "SLICE_SECONDS", 0.0)
+    monkeypatch.setattr(worker._host._pacing, "SLICE_SECONDS", 0.0)
     results: list[ptc.ToolResult] = []
     rt.on("tools/result", results.append)
     result = await rt.root.run_code(THREADED)
@@ -92,7 +92,7 @@ async def test_every_loop_over_a_batch_lets_the_event_loop_run(
 ) -> None:
     # Async bodies that never wait: an exclusive one ends without an event-loop round,
     # and only the pacing lets other tasks in (counted with a slice of nothing).
-    monkeypatch.setattr(worker._pacing, "SLICE_SECONDS", 0.0)
+    monkeypatch.setattr(worker._host._pacing, "SLICE_SECONDS", 0.0)
     ticks = 0
     done = False
 

@@ -116,7 +116,7 @@ def program(case: dict[str, Any], bystander: int, canary: str) -> RunRequest:
 
 async def run_all(inputs: dict[str, Any], bystander: int) -> dict[str, Any]:
     if inputs["abi_limit"] is not None:
-        from worker import _landlock  # the test seam: an older kernel's Landlock
+        from worker._kernel import _landlock  # the test seam: an older kernel's Landlock
 
         _landlock.ABI_LIMIT = inputs["abi_limit"]
     canary = os.path.abspath("canary.txt")  # noqa: ASYNC240 - before any run, no loop work

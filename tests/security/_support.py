@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 import anyio
 
 from worker import CallBatch, CallReply, CallRequest, Containment, Limits, RunOutcome, RunRequest
-from worker._backend import SubprocessBackend
+from worker._host._backend import SubprocessBackend
 
 # The shape sdkgen generates: tools call the injected __transport__ in batches.
 SDK = textwrap.dedent(
@@ -87,7 +87,7 @@ async def run(
 
 def cgroup_bases(pid: int) -> list[str]:
     """Where a host process's per-run cgroups nest: its own cgroup in each hierarchy."""
-    from worker._cgroups import _base_dir
+    from worker._host._cgroups import _base_dir
 
     own: dict[str, str] = {}
     with open(f"/proc/{pid}/cgroup", encoding="ascii") as fh:
@@ -175,7 +175,7 @@ async def eventually(predicate: Callable[[], bool], timeout_s: float = 10.0) -> 
 
 def _is_scratch_keeper(pid: int) -> bool:
     """The zygote's own scratch keeper, which lives as long as the zygote."""
-    from worker._gatekeeper import NAME
+    from worker._supervisor._gatekeeper import NAME
 
     try:
         with open(f"/proc/{pid}/comm", "rb") as fh:

@@ -21,12 +21,12 @@ from anyio.abc import UNIXSocketStream
 
 from tests.security._support import SDK, echo_calls, run
 from worker import Containment, Limits, RunOutcome, RunRequest
-from worker._backend import SubprocessBackend
-from worker._cgroups import RunCgroups
-from worker._child_handle import ChildHandle
-from worker._confine import EXIT_CPU_LIMIT
-from worker._keeper_lines import ExitReport, Hello
-from worker._runloop import RunLoop
+from worker._host._backend import SubprocessBackend
+from worker._host._cgroups import RunCgroups
+from worker._host._child_handle import ChildHandle
+from worker._host._runloop import RunLoop
+from worker._protocol._keeper_lines import ExitReport, Hello
+from worker._supervisor._confine import EXIT_CPU_LIMIT
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.security._support import run
 from worker import Containment
-from worker._backend import SubprocessBackend
+from worker._host._backend import SubprocessBackend
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs_root]
 

@@ -13,8 +13,9 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from tests.security._support import leftover_descendants, run
-from worker import Containment, Limits, _landlock
-from worker._backend import SubprocessBackend
+from worker import Containment, Limits
+from worker._host._backend import SubprocessBackend
+from worker._kernel import _landlock
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs_root]
 

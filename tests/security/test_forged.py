@@ -17,7 +17,7 @@ import pytest
 import ptc
 from tests.security._support import FORGE, SHORT, run
 from worker import Containment, Limits, RunOutcome
-from worker._backend import SubprocessBackend
+from worker._host._backend import SubprocessBackend
 
 pytestmark = pytest.mark.anyio
 

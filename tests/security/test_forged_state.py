@@ -16,8 +16,8 @@ import pytest
 
 from tests.security._support import FORGE, SDK, SHORT, echo_calls
 from worker import Containment, Limits, RunOutcome, RunRequest
-from worker._backend import SubprocessBackend
-from worker._state import STATE_CHUNK_BYTES
+from worker._host._backend import SubprocessBackend
+from worker._protocol._state import STATE_CHUNK_BYTES
 
 pytestmark = pytest.mark.anyio
 

@@ -17,13 +17,13 @@ from anyio.abc import UNIXSocketStream
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import worker._pacing
+import worker._host._pacing
 from tests.security._support import SDK, EchoStarter, echo_calls
 from worker import CallBatch, CallHandler, CallReply, CallRequest, Limits, RunOutcome, RunRequest
-from worker._cgroups import RunCgroups
-from worker._child_handle import ChildHandle
-from worker._framing import MAX_FRAME_BYTES
-from worker._runloop import RunLoop
+from worker._host._cgroups import RunCgroups
+from worker._host._child_handle import ChildHandle
+from worker._host._runloop import RunLoop
+from worker._protocol._framing import MAX_FRAME_BYTES
 
 
 def frame(obj: Any) -> bytes:
@@ -236,7 +236,7 @@ async def test_a_flooding_child_never_starves_the_event_loop(mode: str) -> None:
 @each_mode
 @pytest.mark.anyio
 async def test_call_arguments_over_the_cap_are_refused(mode: str) -> None:
-    from worker._messages import MAX_CALL_ARGUMENTS_BYTES
+    from worker._protocol._messages import MAX_CALL_ARGUMENTS_BYTES
 
     big = {
         "type": "call",
@@ -271,8 +271,8 @@ _JSON_TEXT = st.recursive(
 def test_decoded_json_never_grows_past_the_bound_the_host_relies_on(text: str) -> None:
     # The host skips measuring the arguments of a call frame shorter than the cap divided
     # by this bound; only numbers grow when written out again (1e15 -> 1000000000000000.0).
-    from worker._framing import json_size
-    from worker._runloop import _REWRITE_GROWTH
+    from worker._host._runloop import _REWRITE_GROWTH
+    from worker._protocol._framing import json_size
 
     value = json.loads(text)
     assert json_size(value) <= _REWRITE_GROWTH * len(text.encode())
@@ -344,7 +344,7 @@ async def test_the_frames_of_one_read_are_handled_in_paced_slices(
 ) -> None:
     # A slice of no time at all: the loop runs between any two frames, even those one
     # read brought together (counted, not timed).
-    monkeypatch.setattr(worker._pacing, "SLICE_SECONDS", 0.0)
+    monkeypatch.setattr(worker._host._pacing, "SLICE_SECONDS", 0.0)
     frames = frame({"type": "stdout", "data": "x"}) * 200  # about 8 KiB: one read
     ticks = 0
 

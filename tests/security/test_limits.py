@@ -9,7 +9,7 @@ import pytest
 
 from tests.security._support import RELAXED, SHORT, leftover_descendants, run
 from worker import Containment, Limits
-from worker._backend import SubprocessBackend
+from worker._host._backend import SubprocessBackend
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs_root]
 

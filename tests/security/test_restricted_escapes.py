@@ -23,9 +23,9 @@ from tests.security._restricted_payloads import ALL, Payload
 from tests.security._support import SDK, run
 from tests.worker.test_restricted import DATA_PIPELINE, DATA_PIPELINE_RESULT
 from worker import Containment, Limits, RunOutcome
-from worker._backend import SubprocessBackend
 from worker._child._outcome import ProgramResult
 from worker._child._program import run_program
+from worker._host._backend import SubprocessBackend
 
 LIMITS = Limits(wall_seconds=10, cpu_seconds=5, memory_mib=256)
 

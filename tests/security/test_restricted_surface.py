@@ -38,9 +38,9 @@ import pytest
 
 import ptc._code._prompt
 from tests.security._restricted_surface_data import SURFACE
-from worker import _zygote
 from worker._child._restricted import restricted_globals
 from worker._child._stdlib import ALLOWED_MODULES, EXPOSED, REPLACED, vetted_module
+from worker._supervisor import _zygote
 
 MODULE = "a module: reaches sys, os, codecs, operator or the import system"
 REEXPORT = "imported from elsewhere; a program imports it from where it is defined"

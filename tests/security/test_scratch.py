@@ -16,8 +16,10 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tests.security._support import run
-from worker import Containment, Limits, _scratch, _syscalls
-from worker._backend import SubprocessBackend
+from worker import Containment, Limits
+from worker._host._backend import SubprocessBackend
+from worker._kernel import _syscalls
+from worker._supervisor import _scratch
 
 pytestmark = pytest.mark.anyio
 

@@ -1,7 +1,8 @@
 """A keeper and its writer behind the write gate, for the gate's tests (as root).
 
-:func:`gated` forks a *keeper* (the test's stand-in for ``worker._gatekeeper``: it answers
-the gate and reads the count as the real one does, and kills the writer when they say so),
+:func:`gated` forks a *keeper* (the test's stand-in for
+``worker._supervisor._gatekeeper``: it answers the gate and reads the count as the real one
+does, and kills the writer when they say so),
 which forks a *writer* that loads the gate filter alone (not the base filter: the gate must
 hold whatever else the child refuses) and runs the test's steps in a fresh scratch dir. The
 keeper may drop to uid 65534 first (no capabilities: what the child does to itself can blind
@@ -25,9 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from worker import _seccomp
-from worker._scratch_gate import WriteGate
-from worker._scratch_quota import ScratchQuota
+from worker._kernel import _seccomp
+from worker._supervisor._scratch_gate import WriteGate
+from worker._supervisor._scratch_quota import ScratchQuota
 
 MIB = 1 << 20
 NOBODY = 65534

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from worker import _bpf
+from worker._kernel import _bpf
 
 
 def _unpack(program: bytes) -> list[tuple[int, int, int, int]]:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from worker import _cgroups
-from worker._cgroups import RunCgroups
-from worker._syscalls import write_file
+from worker._host import _cgroups
+from worker._host._cgroups import RunCgroups
+from worker._kernel._syscalls import write_file
 
 
 def _layout(folder: Path, files: dict[str, str]) -> Path:

@@ -14,12 +14,12 @@ import anyio.lowlevel
 import pytest
 from anyio.abc import UNIXSocketStream
 
-import worker._child_handle
-from worker._cgroups import RunCgroups
-from worker._child_handle import ChildHandle
+import worker._host._child_handle
 from worker._errors import StartFailed, WorkerError
-from worker._framing import encode
-from worker._keeper_lines import ExitReport, Hello, Killed, SetupFailed, SpawnFailed
+from worker._host._cgroups import RunCgroups
+from worker._host._child_handle import ChildHandle
+from worker._protocol._framing import encode
+from worker._protocol._keeper_lines import ExitReport, Hello, Killed, SetupFailed, SpawnFailed
 
 pytestmark = pytest.mark.anyio
 
@@ -278,7 +278,7 @@ async def test_a_child_that_never_said_hello_is_ended_by_its_channels_at_once(
     # No pid to signal and no report coming: the old close waited the kill's whole
     # confirmation bound for a report (seconds, in a burst of starts cut short by Ctrl-C).
     # With that bound made endless, only a close that does not wait can pass the guard.
-    monkeypatch.setattr(worker._child_handle, "KILL_CONFIRM_S", 3600.0)
+    monkeypatch.setattr(worker._host._child_handle, "KILL_CONFIRM_S", 3600.0)
     with anyio.fail_after(DEADLOCK_GUARD_S):
         await fake.handle.close()
     assert fake.handle.closed

@@ -20,8 +20,8 @@ import pytest
 
 import sdkgen
 from worker import Limits
-from worker._framing import FrameDecoder, encode
-from worker._messages import validate_child_frame
+from worker._protocol._framing import FrameDecoder, encode
+from worker._protocol._messages import validate_child_frame
 
 ROOT = Path(__file__).resolve().parents[2]
 

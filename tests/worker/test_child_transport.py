@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from worker._child._transport import Channel, ChannelTransport
-from worker._framing import Frame, FrameDecoder, encode
-from worker._messages import CALLS_PER_FRAME, validate_child_frame
+from worker._protocol._framing import Frame, FrameDecoder, encode
+from worker._protocol._messages import CALLS_PER_FRAME, validate_child_frame
 
 
 class Host:

@@ -6,7 +6,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from worker._chores import Chores
+from worker._host._chores import Chores
 
 pytestmark = pytest.mark.anyio
 

@@ -15,19 +15,12 @@ import anyio
 import pytest
 
 from tests.security._support import run
-from worker import (
-    Containment,
-    Limits,
-    SubprocessBackend,
-    _confine,
-    _death_cause,
-    _isolate,
-    _landlock,
-    _seccomp,
-    _syscalls,
-)
-from worker._cgroups import RunCgroups
+from worker import Containment, Limits, SubprocessBackend
 from worker._child._limits import CPU_HARD_MARGIN_S
+from worker._host import _death_cause
+from worker._host._cgroups import RunCgroups
+from worker._kernel import _landlock, _seccomp, _syscalls
+from worker._supervisor import _confine, _isolate
 
 
 def _levels(enforcement: Any) -> dict[str, str]:

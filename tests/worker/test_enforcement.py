@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 
 from worker import Containment, Enforcement
-from worker._enforcement import Facts, from_json, missing, report
-from worker._landlock import unavailable_reason
+from worker._kernel._enforcement import Facts, from_json, missing, report
+from worker._kernel._landlock import unavailable_reason
 
 ALL_NS = ("user", "net", "ipc", "mount", "pid")
 NO_NS = "unshare: Operation not permitted"

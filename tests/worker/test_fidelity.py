@@ -35,7 +35,7 @@ from tests.worker.fidelity import (
     run_ptc,
 )
 from worker import Containment
-from worker._backend import SubprocessBackend
+from worker._host._backend import SubprocessBackend
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs_root]
 

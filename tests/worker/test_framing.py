@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worker._errors import ProtocolError, WorkerError
-from worker._framing import (
+from worker._protocol._framing import (
     MAX_FRAME_BYTES,
     MAX_FRAME_DEPTH,
     FrameDecoder,
@@ -28,7 +28,7 @@ from worker._framing import (
     scrub_surrogates,
     scrub_text,
 )
-from worker._messages import validate_child_frame, validate_host_frame
+from worker._protocol._messages import validate_child_frame, validate_host_frame
 
 START: dict[str, Any] = {
     "type": "start",

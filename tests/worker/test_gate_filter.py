@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from worker import _gate_filter, _seccomp
+from worker._kernel import _gate_filter, _seccomp
 
 pytestmark = pytest.mark.skipif(not _seccomp.available(), reason="libseccomp is not available")
 

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker._json_bytes import JsonValues, OutsideStrings, nesting_problem
+from worker._protocol._json_bytes import JsonValues, OutsideStrings, nesting_problem
 
 values: st.SearchStrategy[Any] = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(alphabet='[]{},"\\ab\n', max_size=8),

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worker._errors import WorkerError
-from worker._keeper_lines import (
+from worker._protocol._keeper_lines import (
     MAX_LINE_BYTES,
     ExitReport,
     Hello,
@@ -70,11 +70,21 @@ def test_a_setup_failure_is_lasting_unless_it_is_exhaustion(err: int, lasting: b
         (b'{"exit": 9, "cpu_ms": 1, "maxrss_kib": 3}', "unknown fields"),
         (b'{"killed": 1}', "'killed'"),
         (b'{"error": null}', "'error'"),
+        (b'{"exit": 9, "cpu_ms": NaN, "maxrss_kib": 3, "cpu_clock_s": 0}', "not JSON"),
+        (b'{"exit": 9, "cpu_ms": 1, "maxrss_kib": 3, "cpu_clock_s": Infinity}', "not JSON"),
+        (b'{"keeper": 1, "child": 2, "child": 3}', "not JSON"),
+        (b'{"killed": "\xff"}', "not JSON"),
     ],
 )
 def test_malformed_keeper_lines_are_worker_errors(line: bytes, needle: str) -> None:
     with pytest.raises(WorkerError, match=needle):
         parse_keeper_line(line)
+
+
+def test_a_line_that_is_not_json_is_never_written() -> None:
+    """The lines are written with the frames' encoder: NaN is refused as it is in a frame."""
+    with pytest.raises(ValueError, match="JSON compliant"):
+        ExitReport(status=9, cpu_ms=float("nan"), maxrss_kib=1).to_line()
 
 
 def test_the_decoder_reassembles_lines_split_at_every_byte() -> None:

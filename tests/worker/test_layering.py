@@ -24,10 +24,14 @@ from tests._layering import documented_groups, entry_problems, folder_problems
 ROOT = Path(worker.__file__).parent
 GROUPS = documented_groups("The worker package", "worker")
 CHILD = "worker._child"
-CHILD_MAY_IMPORT = set(next(g for g in GROUPS if g.title == "Shared by host and child").modules)
-"""The host-side modules the child loads (the doc's group shared by host and child): plain
-data, the framing (and its raw-byte JSON checks), a session state's frames and the frame
-schemas."""
+CHILD_MAY_IMPORT = {m for g in GROUPS if g.title in ("Foundations", "Protocol") for m in g.modules}
+"""The modules outside ``_child/`` the child may load (the doc's groups shared by host and
+child): the errors, the plain values, and the protocol (the framing and its raw-byte JSON
+checks, a session state's frames, the frame schemas, the supervisor's lines, the spawn
+configuration)."""
+GROUP_FOLDERS = {"worker._protocol", "worker._kernel", "worker._supervisor", "worker._host"}
+"""The core's groups (DESIGN section 0: protocol, kernel mechanisms, the run's supervisor,
+the host side), each a folder whose ``__init__`` says what it is and imports nothing."""
 CHILD_THIRD_PARTY = {"RestrictedPython", "cloudpickle"}
 ZYGOTE_THIRD_PARTY = {"RestrictedPython", "pyseccomp", "cloudpickle"}
 """The keeper and child processes also load pyseccomp (the seccomp filter) and cloudpickle
@@ -151,10 +155,11 @@ def worker_graph() -> dict[str, set[str]]:
 
 
 def test_the_source_is_read_the_way_python_resolves_it() -> None:
-    assert {"worker", CHILD, "worker._backend", "worker._child._program"} <= set(MODULES)
-    assert "worker._framing" in internal("worker._child._transport")
-    assert "worker._child" in internal("worker._confine")  # a function-level import
-    assert "worker._confine" in internal("worker._zygote")  # a function-level import too
+    assert {"worker", CHILD, "worker._host._backend", "worker._child._program"} <= set(MODULES)
+    assert "worker._protocol._framing" in internal("worker._child._transport")
+    assert "worker._child" in internal("worker._supervisor._confine")  # a function-level import
+    # a function-level import too:
+    assert "worker._supervisor._confine" in internal("worker._supervisor._zygote")
 
 
 def test_no_import_cycle_inside_worker() -> None:
@@ -166,7 +171,7 @@ def test_a_cycle_would_be_found() -> None:
     graph = worker_graph()
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
-    graph["worker._types"].add("worker._backend")
+    graph["worker._types"].add("worker._host._backend")
     assert find_cycle(graph) is not None
 
 
@@ -186,7 +191,7 @@ def test_the_child_side_imports_only_the_stdlib_and_what_the_zygote_preloads() -
 
 def test_the_zygote_preloads_every_worker_module_a_child_may_import() -> None:
     from worker._child._restricted import ALLOWED_MODULES as restricted_allows
-    from worker._zygote import ALLOWED_MODULES, PRELOAD
+    from worker._supervisor._zygote import ALLOWED_MODULES, PRELOAD
 
     assert set(ALLOWED_MODULES) == restricted_allows
     preloaded = {name for name in PRELOAD if name in MODULES}
@@ -201,7 +206,7 @@ def test_the_zygote_preloads_every_worker_module_a_child_may_import() -> None:
 
 
 def test_the_zygote_and_keeper_import_only_the_stdlib_and_what_they_preload() -> None:
-    for module in sorted(closure("worker._zygote")):
+    for module in sorted(closure("worker._supervisor._zygote")):
         foreign = external(module) - set(sys.stdlib_module_names) - ZYGOTE_THIRD_PARTY
         assert not foreign, f"{module} imports {sorted(foreign)}"
 
@@ -233,16 +238,30 @@ def test_the_documented_stack_is_the_real_one() -> None:
 
 def test_every_subpackage_is_a_group_of_the_doc_holding_its_modules() -> None:
     subpackages = {m for m, path in MODULES.items() if path.name == "__init__.py"} - {"worker"}
-    assert subpackages == {CHILD, "worker._ray"}
+    assert subpackages == {CHILD, "worker._ray", *GROUP_FOLDERS}
     assert CHILD_MAY_IMPORT == {
         "worker._types",
         "worker._errors",
-        "worker._framing",
-        "worker._json_bytes",
-        "worker._messages",
-        "worker._state",
+        "worker._protocol",
+        "worker._protocol._framing",
+        "worker._protocol._json_bytes",
+        "worker._protocol._messages",
+        "worker._protocol._state",
+        "worker._protocol._keeper_lines",
+        "worker._protocol._spawn_config",
     }
     assert folder_problems(GROUPS, MODULES, subpackages) == []
+
+
+def test_a_group_folder_says_what_it_is_and_imports_nothing() -> None:
+    """Importing one module of a group runs its folder's ``__init__`` first: one that
+    imported its modules would load them all, in the child too (which may load only the
+    stdlib and what the zygote preloads) and in the zygote."""
+    for folder in sorted(GROUP_FOLDERS | {"worker._ray"}):
+        tree = _tree(folder)
+        assert ast.get_docstring(tree), f"{folder} has no docstring"
+        body = [node for node in tree.body if not isinstance(node, ast.Expr)]
+        assert body == [], f"{folder}/__init__.py does more than say what the group is"
 
 
 def test_the_ray_bridge_is_imported_only_through_worker_ray() -> None:
@@ -250,7 +269,7 @@ def test_the_ray_bridge_is_imported_only_through_worker_ray() -> None:
     assert ray.entry == "worker.ray"
     assert entry_problems(GROUPS, worker_graph()) == []
     graph = worker_graph()
-    graph["worker._backend"].add("worker._ray._wire")
+    graph["worker._host._backend"].add("worker._ray._wire")
     assert entry_problems(GROUPS, graph)  # a breach would be found
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from worker._cgroups import hierarchy_bases
-from worker._leftovers import host_mark, sweep_dead_hosts
+from worker._host._cgroups import hierarchy_bases
+from worker._host._leftovers import host_mark, sweep_dead_hosts
 
 pytestmark = pytest.mark.needs_root
 

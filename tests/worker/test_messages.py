@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worker._errors import ProtocolError
-from worker._framing import FrameDecoder, encode
-from worker._messages import (
+from worker._protocol._framing import FrameDecoder, encode
+from worker._protocol._messages import (
     HOST_OPERATIONS,
     MAX_DESCRIBE_IDENTS,
     MAX_SEARCH_LIMIT,
@@ -23,7 +23,7 @@ from worker._messages import (
     validate_frame,
     validate_host_frame,
 )
-from worker._state import STATE_CHUNK_CHARS
+from worker._protocol._state import STATE_CHUNK_CHARS
 
 LIMITS = {
     "wall_seconds": 30.0,

@@ -8,7 +8,8 @@ import anyio.lowlevel
 import pytest
 
 from tests._backends import anyio_backend  # noqa: F401 - both anyio backends
-from worker import Pacer, _pacing
+from worker import Pacer
+from worker._host import _pacing
 
 pytestmark = pytest.mark.anyio
 

@@ -13,9 +13,9 @@ import pytest
 from tests.security._support import SDK, SHORT, echo_calls
 from worker import Containment, Limits, RunRequest, SubprocessBackend
 from worker._errors import StartFailed
-from worker._pool import ChildPool
-from worker._spawn_config import ChildRequest
-from worker._zygote_client import ZygoteClient
+from worker._host._pool import ChildPool
+from worker._host._zygote_client import ZygoteClient
+from worker._protocol._spawn_config import ChildRequest
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs_root]
 
@@ -110,7 +110,7 @@ async def test_a_lasting_start_failure_fails_runs_at_once_without_forking(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # A scratch dir the child cannot make: its setup fails the same way every time.
-    from worker import _pool
+    from worker._host import _pool
 
     missing = _unmakeable_scratch(monkeypatch)
     asked = 0

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from worker._scratch_calls import BLOCK, Charge, estimate, names_existing
-from worker._scratch_quota import ScratchQuota
+from worker._supervisor._scratch_calls import BLOCK, Charge, estimate, names_existing
+from worker._supervisor._scratch_quota import ScratchQuota
 
 MIB = 1 << 20
 CAP = 64 * MIB

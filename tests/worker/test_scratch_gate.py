@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.worker._gated import MIB, gated, set_dumpable
-from worker import _seccomp
+from worker._kernel import _seccomp
 
 pytestmark = pytest.mark.skipif(not _seccomp.available(), reason="libseccomp is not available")
 

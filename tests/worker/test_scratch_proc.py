@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from worker import _scratch_proc
-from worker._scratch_proc import Blind, ScratchMount
+from worker._supervisor import _scratch_proc
+from worker._supervisor._scratch_proc import Blind, ScratchMount
 
 NOBODY = 65534
 

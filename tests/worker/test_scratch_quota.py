@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from worker import _scratch_quota
-from worker._scratch_quota import ScratchQuota
+from worker._supervisor import _scratch_quota
+from worker._supervisor._scratch_quota import ScratchQuota
 
 MIB = 1 << 20
 LIMIT = 8 * MIB

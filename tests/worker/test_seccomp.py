@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from worker import _bpf, _seccomp
+from worker._kernel import _bpf, _seccomp
 
 pytestmark = pytest.mark.skipif(not _seccomp.available(), reason="libseccomp is not available")
 

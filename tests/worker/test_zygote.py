@@ -24,7 +24,7 @@ def test_a_precompiled_sdk_module_is_executed_without_compiling_it_again(
     import builtins
 
     from worker._child import _runtime
-    from worker._zygote import _compile
+    from worker._supervisor._zygote import _compile
 
     monkeypatch.setattr(_runtime, "_PRECOMPILED", {})
     module = SDK + "\nMARK = 'precompiled'\n"
@@ -41,8 +41,8 @@ def test_a_precompiled_sdk_module_is_executed_without_compiling_it_again(
 
 def test_the_zygote_client_sends_large_modules_and_refuses_only_oversized_ones() -> None:
     from worker import Containment
-    from worker._pool import ChildPool
-    from worker._zygote import MAX_SDK_MODULE_BYTES
+    from worker._host._pool import ChildPool
+    from worker._supervisor._zygote import MAX_SDK_MODULE_BYTES
 
     pool = ChildPool(Containment())
     client = pool.zygote
@@ -57,7 +57,7 @@ def test_the_zygote_client_sends_large_modules_and_refuses_only_oversized_ones()
 
 
 def test_the_zygote_reads_a_module_from_its_fd() -> None:
-    from worker._zygote import _read_module
+    from worker._supervisor._zygote import _read_module
 
     for text, want in [("X = 'é'\n" * 1000, "X = 'é'\n" * 1000), ("\udc80", None)]:
         fd = os.memfd_create("t")
@@ -70,7 +70,7 @@ def test_the_zygote_reads_a_module_from_its_fd() -> None:
 
 
 def test_a_child_loads_the_seccomp_filter_the_zygote_prepared() -> None:
-    from worker import _seccomp
+    from worker._kernel import _seccomp
 
     if not _seccomp.available():
         pytest.skip("libseccomp is not available on this host")
@@ -96,7 +96,7 @@ def test_a_child_loads_the_seccomp_filter_the_zygote_prepared() -> None:
 def test_requests_arrive_in_one_buffer_that_no_keeper_inherits() -> None:
     import ctypes
 
-    from worker._zygote import _inbox, _receive
+    from worker._supervisor._zygote import _inbox, _receive
 
     inbox = _inbox()
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -127,7 +127,7 @@ def test_requests_arrive_in_one_buffer_that_no_keeper_inherits() -> None:
 
 
 def test_a_child_loads_the_prepared_filters_without_libseccomp() -> None:
-    from worker import _seccomp
+    from worker._kernel import _seccomp
 
     if not _seccomp.available():
         pytest.skip("libseccomp is not available on this host")
@@ -151,7 +151,7 @@ def test_a_child_loads_the_prepared_filters_without_libseccomp() -> None:
 def test_the_read_only_paths_leave_out_what_a_directory_among_them_covers(
     tmp_path: Path,
 ) -> None:
-    from worker._zygote import _outermost
+    from worker._supervisor._zygote import _outermost
 
     lib = tmp_path / "lib"
     (lib / "sub").mkdir(parents=True)
@@ -170,7 +170,7 @@ def test_the_read_only_paths_leave_out_what_a_directory_among_them_covers(
 
 
 def test_every_file_the_zygote_maps_stays_beneath_a_read_only_path() -> None:
-    from worker._zygote import read_only_paths
+    from worker._supervisor._zygote import read_only_paths
 
     kept = [os.path.realpath(p) for p in read_only_paths()]
     mapped = {

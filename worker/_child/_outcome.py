@@ -13,7 +13,7 @@ from types import CoroutineType
 from typing import Any
 
 from .._errors import ProtocolError
-from .._framing import (
+from .._protocol._framing import (
     MAX_FRAME_BYTES,
     coroutine_name,
     encode,

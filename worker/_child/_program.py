@@ -252,7 +252,6 @@ _UNREPORTED = {
 }
 
 
-
 NO_THREADS_NOTE = (
     "This sandbox refuses new threads (its scratch quota checks each write, which needs a "
     "single thread). For concurrent tool calls use tools.<name>.map([...]), parallel(...) "

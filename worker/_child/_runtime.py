@@ -16,15 +16,15 @@ from types import CodeType
 from typing import Any, NoReturn
 
 from .._errors import ProtocolError
-from .._framing import encode, scrub_text
-from .._messages import (
+from .._protocol._framing import encode, scrub_text
+from .._protocol._messages import (
     MAX_LOG_MESSAGE_CHARS,
     MAX_LOG_NAME_CHARS,
     MAX_SAVED_NAME_CHARS,
     MAX_SAVED_NAMES,
     MAX_SAVED_TEXT_CHARS,
 )
-from .._state import StateReceiver, state_frames
+from .._protocol._state import StateReceiver, state_frames
 from .._types import SESSION_SAVED_KINDS, Limits
 from ._carry import SDK_NAMES
 from ._limits import apply_limits

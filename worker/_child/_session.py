@@ -393,4 +393,3 @@ def _unpack_files(root: str | None, files: list[tuple[str, int, bytes | None]]) 
         with open(target, "wb") as fh:
             fh.write(data)
         os.chmod(target, mode)
-

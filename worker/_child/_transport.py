@@ -20,8 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .._errors import ProtocolError
-from .._framing import Frame, FrameReader, encode, json_problem, json_size
-from .._messages import CALLS_PER_FRAME, MAX_CALL_ARGUMENTS_BYTES, validate_host_frame
+from .._protocol._framing import Frame, FrameReader, encode, json_problem, json_size
+from .._protocol._messages import CALLS_PER_FRAME, MAX_CALL_ARGUMENTS_BYTES, validate_host_frame
 from ._outcome import ProgramStop
 
 _EXIT_HOST_GONE = 70

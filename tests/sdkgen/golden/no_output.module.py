@@ -20,7 +20,7 @@ class ToolCallError(Exception):
         return f"{self.tool}: {self.code}: {self.message}"
 
 
-# Host operations sent as calls under names no tool can have (worker._messages checks
+# Host operations sent as calls under names no tool can have (worker._protocol._messages checks
 # their arguments exactly: the host answers them without the pipeline).
 _SEARCH = "catalog:search"
 _DESCRIBE = "catalog:describe"

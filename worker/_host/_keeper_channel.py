@@ -1,0 +1,74 @@
+"""The host's end of a child's supervisor line: its JSON lines read (``_keeper_lines``
+parses them), and what they said kept for whoever asks: the child's setup failure, the
+scratch keeper's reason for killing it, the zygote's exit report.
+
+One JSON object per line; a line that breaks the protocol is a ``WorkerError`` and the line
+is not read again. EOF before the exit report means the zygote is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import deque
+
+import anyio
+from anyio.abc import SocketStream
+
+from .._protocol._keeper_lines import ExitReport, KeeperLine, KeeperLineDecoder, Killed, SetupFailed
+
+
+class KeeperChannel:
+    """The supervisor line of one child, as the host reads it."""
+
+    def __init__(self, stream: SocketStream) -> None:
+        self._stream = stream
+        self._lines = KeeperLineDecoder()
+        self._pending_lines: deque[KeeperLine] = deque()
+        self._exit: ExitReport | None = None
+        self.setup_failed: SetupFailed | None = None
+        """The step of its own setup the child could not take, if it said one."""
+        self.killed = ""
+        """Why the scratch keeper killed the child ("" unless it did)."""
+
+    @property
+    def exit(self) -> ExitReport | None:
+        """The zygote's exit report, once it was read."""
+        return self._exit
+
+    async def wait_exit(self) -> ExitReport | None:
+        """Read the lines up to the exit report (``None`` if the line ends first).
+
+        ``WorkerError`` if the line breaks its protocol."""
+        while self._exit is None and await self.next_line() is not None:
+            pass
+        return self._exit
+
+    async def next_line(self) -> KeeperLine | None:
+        """The next line (``None`` once the socket ended); ``WorkerError`` if it breaks its
+        protocol. What it says is kept (:attr:`exit`, :attr:`setup_failed`, :attr:`killed`)."""
+        while not self._pending_lines:
+            if self._lines.failed is not None:  # do not wait for more from a broken line
+                raise self._lines.failed
+            try:
+                data = await self._stream.receive()
+            except (
+                anyio.EndOfStream,
+                anyio.ClosedResourceError,
+                anyio.BrokenResourceError,
+                OSError,
+            ):
+                return None
+            self._pending_lines.extend(self._lines.feed(data))
+        line = self._pending_lines.popleft()
+        if isinstance(line, ExitReport):
+            self._exit = line
+        elif isinstance(line, SetupFailed):
+            self.setup_failed = line
+        elif isinstance(line, Killed):
+            self.killed = line.reason
+        return line
+
+    async def aclose(self) -> None:
+        """Close the host's end."""
+        with contextlib.suppress(Exception):
+            await self._stream.aclose()
