@@ -85,14 +85,20 @@ class ZygoteClient:
     def request(self, cfg: ChildRequest, fds: list[int]) -> None:
         """Ask for one child (fire and forget: the zygote says hello on the child's line,
         and a failed fork is reported there). Raises ``WorkerError`` when the zygote cannot
-        be reached (it is restarted on the next request)."""
-        control = self._channel()
+        be reached, even restarted once."""
         msg = json.dumps({"cfg": cfg}).encode()
-        try:
-            socket.send_fds(control, [msg], fds)
-        except OSError as exc:
-            self.stop()
-            raise WorkerError(f"zygote is not reachable: {exc!r}") from exc
+        for attempt in (1, 2):
+            # A zygote that just died may not be reaped yet (where it is pid 1 of its own
+            # namespace, its parent exits after it): its channel then refuses the request,
+            # which was not delivered, and a new zygote gets it.
+            control = self._channel()
+            try:
+                socket.send_fds(control, [msg], fds)
+                return
+            except OSError as exc:
+                self.stop()
+                if attempt == 2:
+                    raise WorkerError(f"zygote is not reachable: {exc!r}") from exc
 
     def compile(self, module: str) -> bool:
         """Have the zygote compile an SDK module for the children it forks from now on
