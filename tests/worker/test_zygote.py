@@ -223,3 +223,26 @@ def test_a_host_that_dies_leaves_nothing_once_its_zygote_is_gone(tmp_path: Path,
     assert ready, "the zygote outlived its host"
     assert list(tmp_path.glob("ptc-*")) == []
     assert run_cgroups(bases, host.pid) == []
+
+
+def test_a_scratch_root_that_cannot_be_made_is_a_worker_error() -> None:
+    # (A temp dir the host's user cannot write, say.) Raised as the backend's own error,
+    # which a run turns into its outcome, never an OSError out of the pool's background work.
+    from worker import WorkerError
+    from worker._host._zygote_client import ZygoteClient
+
+    client = ZygoteClient(
+        {
+            "root": f"/nonexistent-{os.getpid()}/ptc-root",
+            "landlock_abi_limit": None,
+            "scratch_gate": False,
+            "namespaces": False,
+            "rlimits": True,
+            "landlock": False,
+            "seccomp": False,
+            "drop_privileges": False,
+        }
+    )
+    with pytest.raises(WorkerError, match="could not make the scratch root /nonexistent-"):
+        client.start()
+    assert not client.alive()

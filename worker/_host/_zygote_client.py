@@ -47,11 +47,14 @@ class ZygoteClient:
         self.stop()
         root = self.config["root"]
         if root:  # made at the first start (and again after a zygote that removed it)
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(root, 0o711)
-            os.chmod(root, 0o711)  # whatever the umask: children of another uid get through
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(os.path.join(root, "scratch"), 0o755)
+            try:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(root, 0o711)
+                os.chmod(root, 0o711)  # whatever the umask: other uids' children get through
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(os.path.join(root, "scratch"), 0o755)
+            except OSError as exc:  # a temp dir this user cannot write, say: a run's failure
+                raise WorkerError(f"could not make the scratch root {root}: {exc}") from exc
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         project = os.path.dirname(_PACKAGE_DIR)
         argv = [
