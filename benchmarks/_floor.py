@@ -20,7 +20,8 @@ FLOOR_NAME = "floor: a bare fork of a preloaded Python running 1 (fork to reaped
 
 _SCRIPT = r"""
 import gc, json, os, sys, time
-import worker._child._program, worker._child._runtime, worker._supervisor._confine  # the zygote's imports
+# the zygote's imports
+import worker._child._program, worker._child._runtime, worker._supervisor._confine
 from worker._kernel import _syscalls
 gc.freeze()
 runs = int(sys.argv[1])
