@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from .._kernel._syscalls import read_file, write_file
+from .._kernel._syscalls import read_file, remove_cgroup, write_file
 
 CGROUP_ROOT = "/sys/fs/cgroup"
 PIDS_MAX = 64
@@ -156,17 +156,7 @@ def remove_abandoned(path: str) -> None:
         for pid in _read(os.path.join(path, "cgroup.procs")).split():
             with contextlib.suppress(OSError, ValueError):
                 os.kill(int(pid), 9)
-    deadline = time.monotonic() + 1.0
-    while True:
-        try:
-            os.rmdir(path)
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                return
-            time.sleep(0.005)
+    remove_cgroup(path)
 
 
 # A handful of these per run, so without file objects (half the time of ``open()``).

@@ -134,6 +134,22 @@ def read_file(path: str) -> str:
     return b"".join(chunks).decode("ascii", "replace")
 
 
+def remove_cgroup(path: str, *, within_s: float = 1.0) -> None:
+    """``rmdir`` a cgroup, retrying for ``within_s`` while the kernel still accounts its
+    last exits (gone already is fine; one still busy after that is left)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.005)
+
+
 def map_own_ids(uid: int, gid: int) -> None:
     """In a fresh user namespace, map ``uid``/``gid`` (this process's ids outside it) to
     themselves, one id each and nothing else, so files it creates on a filesystem mounted

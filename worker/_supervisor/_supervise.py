@@ -20,7 +20,7 @@ import signal
 import time
 from collections import deque
 
-from .._kernel._syscalls import cpu_clock_s, read_file
+from .._kernel._syscalls import cpu_clock_s, read_file, remove_cgroup
 from .._protocol._keeper_lines import ExitReport
 from .._protocol._spawn_config import ChildConfig, ChildRequest
 
@@ -139,21 +139,7 @@ class Children:
             if scratch:
                 shutil.rmtree(scratch, ignore_errors=True)
             for _, procs in cgroups:
-                remove_cgroup(os.path.dirname(procs), deadline=time.monotonic() + 1.0)
+                remove_cgroup(os.path.dirname(procs))
         if root:
             shutil.rmtree(root, ignore_errors=True)
         self._ended.clear()
-
-
-def remove_cgroup(path: str, *, deadline: float) -> None:
-    """``rmdir`` a cgroup, retrying while the kernel still accounts its last exits."""
-    while True:
-        try:
-            os.rmdir(path)
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                return
-            time.sleep(0.005)
