@@ -17,7 +17,6 @@ from collections.abc import AsyncIterator
 
 import anyio
 import pytest
-from anyio.abc import UNIXSocketStream
 
 from tests.security._support import SDK, echo_calls, run
 from worker import Containment, Limits, RunOutcome, RunRequest
@@ -129,8 +128,8 @@ async def _diagnose(report: ExitReport) -> RunOutcome:
     host, fake_child = socket.socketpair()
     keeper_host, keeper_child = socket.socketpair()
     child = ChildHandle(
-        run=await UNIXSocketStream.from_socket(host),
-        keeper=await UNIXSocketStream.from_socket(keeper_host),
+        run=host,
+        keeper=keeper_host,
         cgroups=RunCgroups(),
         scratch=tempfile.mkdtemp(prefix="ptc-run-"),
     )

@@ -13,7 +13,6 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
-from anyio.abc import UNIXSocketStream
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -52,8 +51,8 @@ async def drive(
     keeper_host, keeper_child = socket.socketpair()
     keeper_child.close()  # no keeper: the exit status is unknown
     child = ChildHandle(
-        run=await UNIXSocketStream.from_socket(host),
-        keeper=await UNIXSocketStream.from_socket(keeper_host),
+        run=host,
+        keeper=keeper_host,
         cgroups=RunCgroups(),
         scratch=tempfile.mkdtemp(prefix="ptc-run-"),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
 import sys
@@ -12,7 +13,6 @@ from dataclasses import dataclass
 import anyio
 import anyio.lowlevel
 import pytest
-from anyio.abc import UNIXSocketStream
 
 import worker._host._child_handle
 from worker._errors import StartFailed, WorkerError
@@ -41,8 +41,8 @@ async def fake() -> AsyncIterator[Fake]:
     run_host, run_child = socket.socketpair()
     keep_host, keep_child = socket.socketpair()
     handle = ChildHandle(
-        run=await UNIXSocketStream.from_socket(run_host),
-        keeper=await UNIXSocketStream.from_socket(keep_host),
+        run=run_host,
+        keeper=keep_host,
         cgroups=RunCgroups(),
         scratch=tempfile.mkdtemp(prefix="ptc-run-"),
     )
@@ -285,3 +285,33 @@ async def test_a_child_that_never_said_hello_is_ended_by_its_channels_at_once(
     # Both channels ended: the keeper kills the child when its socket ends, the child
     # exits when its channel does.
     assert fake.keeper.recv(1) == b"" and fake.run.recv(1) == b""
+
+
+async def test_a_start_cancelled_as_its_lines_arrive_closes_both_sockets_and_the_loop_stays_clean(
+    stand_in: subprocess.Popen[bytes],
+) -> None:
+    """A closing pool cancels children being primed while the zygote answers them: the
+    handshake is cancelled in the same loop turn its line becomes readable. Nothing may fail
+    in the event loop's callbacks (a stream's cancelled read did: ``InvalidStateError``), and
+    the handle's close must end with both sockets closed."""
+    loop_errors: list[dict[str, object]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: loop_errors.append(ctx))
+    hello = Hello(keeper_pid=0, child_pid=stand_in.pid).to_line()
+    for turn in range(200):
+        run_host, run_child = socket.socketpair()
+        keep_host, keep_child = socket.socketpair()
+        handle = ChildHandle(
+            run=run_host, keeper=keep_host, cgroups=RunCgroups(), scratch=tempfile.mkdtemp()
+        )
+        with run_child, keep_child:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(handle.handshake, 5.0)
+                for _ in range(turn % 3):
+                    await anyio.lowlevel.checkpoint()
+                keep_child.sendall(hello if turn % 2 else b"")
+                tg.cancel_scope.cancel()
+            with anyio.fail_after(DEADLOCK_GUARD_S):
+                await handle.close()
+        assert run_host.fileno() == -1 and keep_host.fileno() == -1
+    await anyio.sleep(0.01)
+    assert loop_errors == []

@@ -18,9 +18,9 @@ import os
 import select
 import shutil
 import signal
+import socket
 
 import anyio
-from anyio.abc import SocketStream
 
 from .._errors import StartFailed, WorkerError
 from .._kernel import _enforcement
@@ -43,7 +43,12 @@ class ChildHandle:
     """One contained child as the host sees it. Used by one run at most."""
 
     def __init__(
-        self, *, run: SocketStream, keeper: SocketStream, cgroups: RunCgroups, scratch: str
+        self,
+        *,
+        run: socket.socket,
+        keeper: socket.socket,
+        cgroups: RunCgroups,
+        scratch: str,
     ) -> None:
         self.channel = RunChannel(run)
         """The run channel: the child's frames in, the host's out."""

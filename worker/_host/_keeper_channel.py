@@ -4,15 +4,21 @@ scratch keeper's reason for killing it, the zygote's exit report.
 
 One JSON object per line; a line that breaks the protocol is a ``WorkerError`` and the line
 is not read again. EOF before the exit report means the zygote is gone.
+
+Read from the raw socket with ``anyio.wait_readable`` (like the run channel), not through
+an anyio stream: on asyncio, a stream's read cancelled at the moment its socket became
+readable fails in the event loop's callback (``InvalidStateError``), which is what
+cancelling a child's priming while the zygote answers does.
 """
 
 from __future__ import annotations
 
 import contextlib
+import socket
 from collections import deque
 
 import anyio
-from anyio.abc import SocketStream
+import anyio.lowlevel
 
 from .._protocol._keeper_lines import ExitReport, KeeperLine, KeeperLineDecoder, Killed, SetupFailed
 
@@ -20,8 +26,9 @@ from .._protocol._keeper_lines import ExitReport, KeeperLine, KeeperLineDecoder,
 class KeeperChannel:
     """The supervisor line of one child, as the host reads it."""
 
-    def __init__(self, stream: SocketStream) -> None:
-        self._stream = stream
+    def __init__(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        self._sock = sock
         self._lines = KeeperLineDecoder()
         self._pending_lines: deque[KeeperLine] = deque()
         self._exit: ExitReport | None = None
@@ -49,14 +56,8 @@ class KeeperChannel:
         while not self._pending_lines:
             if self._lines.failed is not None:  # do not wait for more from a broken line
                 raise self._lines.failed
-            try:
-                data = await self._stream.receive()
-            except (
-                anyio.EndOfStream,
-                anyio.ClosedResourceError,
-                anyio.BrokenResourceError,
-                OSError,
-            ):
+            data = await self._receive()
+            if not data:
                 return None
             self._pending_lines.extend(self._lines.feed(data))
         line = self._pending_lines.popleft()
@@ -68,7 +69,28 @@ class KeeperChannel:
             self.killed = line.reason
         return line
 
+    async def _receive(self) -> bytes:
+        """One read, waiting for readiness if nothing is there; ``b""`` at the end of the
+        line (EOF, a reset, or the socket closed here)."""
+        while True:
+            if self._sock.fileno() < 0:
+                return b""
+            try:
+                data = self._sock.recv(65536)
+            except BlockingIOError:
+                try:
+                    await anyio.wait_readable(self._sock)
+                except (anyio.ClosedResourceError, OSError):
+                    return b""
+                continue
+            except OSError:
+                return b""
+            await anyio.lowlevel.checkpoint()  # data without waiting: still yield once
+            return data
+
     async def aclose(self) -> None:
-        """Close the host's end."""
-        with contextlib.suppress(Exception):
-            await self._stream.aclose()
+        """Close the host's end (a read waiting on it ends as at EOF)."""
+        if self._sock.fileno() >= 0:
+            with contextlib.suppress(RuntimeError):  # no running loop anyio knows
+                anyio.notify_closing(self._sock)
+            self._sock.close()

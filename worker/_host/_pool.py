@@ -34,7 +34,6 @@ import time
 from dataclasses import dataclass
 
 import anyio
-from anyio.abc import UNIXSocketStream
 
 from .._errors import StartFailed, WorkerError
 from .._kernel import _landlock
@@ -194,8 +193,6 @@ class ChildPool:
             finally:
                 for far_end in sockets[1::2]:
                     far_end.close()  # the zygote has its own copies by now (or never will)
-            run = await UNIXSocketStream.from_socket(run_host)
-            keeper = await UNIXSocketStream.from_socket(keep_host)
         except BaseException as exc:
             for near_end in sockets[0::2]:
                 near_end.close()
@@ -203,7 +200,7 @@ class ChildPool:
             if isinstance(exc, OSError):
                 raise WorkerError(host_resource_error(exc)) from exc
             raise
-        return ChildHandle(run=run, keeper=keeper, cgroups=cgroups, scratch=scratch)
+        return ChildHandle(run=run_host, keeper=keep_host, cgroups=cgroups, scratch=scratch)
 
     def _precompile(self, module: str) -> None:
         """The zygote compiles the SDK module in use once; the children forked after

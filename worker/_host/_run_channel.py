@@ -1,10 +1,13 @@
 """The host's end of a child's run channel: frames read as they come, and written.
 
-Frames are read from the raw socket, not through the stream: woken by readiness, a frame
-costs one event-loop round. :meth:`RunChannel.push_frames` (the run loop's way on asyncio)
-reads and handles them in the event loop's reader callback; :meth:`RunChannel.next_frame`
-and :meth:`RunChannel.pull_frames` read them in the caller's task. Every frame is validated
-(``_messages``) before anyone sees it. Frames are decoded one at a time as they are
+Frames are read from and written to the raw socket, not through an anyio stream: woken by
+readiness, a frame costs one event-loop round, and a read cancelled at the moment the socket
+became readable cannot fail in the event loop's callback (anyio's asyncio UNIX stream sets
+its cancelled future's result there: ``InvalidStateError``).
+:meth:`RunChannel.push_frames` (the run loop's way on asyncio) reads and handles them in the
+event loop's reader callback; :meth:`RunChannel.next_frame` and :meth:`RunChannel.pull_frames`
+read them in the caller's task. Every frame is validated (``_messages``) before anyone sees
+it. Frames are decoded one at a time as they are
 handled, and handling is paced (``_pacing``): a read that brought many frames (a big batch
 spans several) never holds the event loop for more than a slice of work.
 """
@@ -18,7 +21,6 @@ from collections.abc import Callable
 
 import anyio
 import anyio.lowlevel
-from anyio.abc import SocketAttribute, SocketStream
 
 from .._protocol._framing import MAX_FRAME_BYTES, Frame, FrameDecoder
 from .._protocol._messages import validate_child_frame
@@ -30,9 +32,9 @@ _RECEIVE_BYTES = 65536
 class RunChannel:
     """One child's run channel, as the host reads and writes it."""
 
-    def __init__(self, stream: SocketStream) -> None:
-        self._stream = stream
-        self._raw: socket.socket = stream.extra(SocketAttribute.raw_socket)
+    def __init__(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        self._raw = sock
         self._decoder = FrameDecoder(validate_child_frame)
         self._frames_bytes = MAX_FRAME_BYTES
         self._waiter: asyncio.Future[None] | None = None
@@ -211,8 +213,17 @@ class RunChannel:
         return self._frames_bytes
 
     async def send(self, data: bytes) -> None:
-        """Write encoded frames to the child (errors propagate: the caller decides)."""
-        await self._stream.send(data)
+        """Write encoded frames to the child (errors propagate: the caller decides);
+        ``anyio.ClosedResourceError`` once the channel is closed."""
+        await anyio.lowlevel.checkpoint()
+        view = memoryview(data)
+        while view:
+            if self._raw.fileno() < 0:
+                raise anyio.ClosedResourceError
+            try:
+                view = view[self._raw.send(view) :]
+            except BlockingIOError:
+                await anyio.wait_writable(self._raw)
 
     def send_nowait(self, data: bytes) -> int:
         """Write as much of ``data`` as the socket takes without blocking; the byte count.
@@ -225,7 +236,10 @@ class RunChannel:
             return 0
 
     async def aclose(self) -> None:
-        """Stop watching the socket, then close it (its fd number may be reused after)."""
+        """Stop watching the socket, wake a send waiting on it, then close it (its fd number
+        may be reused after)."""
         self._unwatch()
-        with contextlib.suppress(Exception):
-            await self._stream.aclose()
+        if self._raw.fileno() >= 0:
+            with contextlib.suppress(RuntimeError):  # no running loop anyio knows
+                anyio.notify_closing(self._raw)
+            self._raw.close()
