@@ -173,7 +173,15 @@ class NodeService:
         if run_id in self._early_cancels:
             state.abort.set()
         self._runs[run_id] = state
-        task = asyncio.ensure_future(self._execute(state, request))
+        # Cancelled through an anyio scope, never Task.cancel: the run's own cleanup (the
+        # child's close, shielded) must run to its end even when the caller goes away.
+        scope = anyio.CancelScope()
+
+        async def execute() -> None:
+            with scope:
+                await self._execute(state, request)
+
+        task = asyncio.ensure_future(execute())
         try:
             while True:
                 events = await state.drain()
@@ -183,7 +191,7 @@ class NodeService:
         finally:
             self._runs.pop(run_id, None)
             if not task.done():
-                task.cancel()
+                scope.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
 
