@@ -91,6 +91,17 @@ class _Entry:
                 os.close(fd)
 
 
+def registration_socketpair() -> tuple[socket.socket, socket.socket]:
+    """The registration socket: the children's end (the zygote's, inherited by each child)
+    and the keeper's. The keeper's end asks for its senders' credentials from the start:
+    a message sent before the option is set carries none (no pid: the keeper must refuse
+    it, and the child's gated writes then fail with ENOSYS), and a child may register
+    before the keeper, forked just before it, has run a line."""
+    children, keeper = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    keeper.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+    return children, keeper
+
+
 def gatekeeper_main(registrations: socket.socket, drop_to: int | None, zygote: int) -> NoReturn:
     """Entry of the scratch keeper (in the zygote's fork; ``zygote``: its pid, as this process
     sees it). Never returns."""
@@ -105,7 +116,6 @@ def gatekeeper_main(registrations: socket.socket, drop_to: int | None, zygote: i
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != zygote:
             raise OSError("the zygote died")
-        registrations.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         _serve(registrations)
     except BaseException:  # noqa: BLE001 - the zygote sees it gone and starts another
         code = 70

@@ -196,11 +196,11 @@ class _Zygote:
 
     def start_gatekeeper(self) -> None:
         """Fork the scratch keeper (again, when the last one died)."""
-        from ._gatekeeper import gatekeeper_main
+        from ._gatekeeper import gatekeeper_main, registration_socketpair
 
         if self.registrations >= 0:
             os.close(self.registrations)
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ours, theirs = registration_socketpair()
         me = os.getpid()
         pid = os.fork()
         if pid == 0:
