@@ -202,3 +202,58 @@ def test_host_side_compilation_never_writes_to_stderr() -> None:
         [sys.executable, "-W", "default", "-c", code], capture_output=True, text=True, check=True
     )
     assert (done.stdout, done.stderr) == ("", "")
+
+
+_SHAPES = [
+    "",
+    "1",
+    '"""doc"""\n1',
+    "from __future__ import annotations\nx = 1\nx",
+    "from .__future__ import x\n1",
+    "return 5",
+    "if x:\n    return 2\nelse:\n    y = 3\ny",
+    "try:\n    return 1\nexcept Exception:\n    pass\nfinally:\n    y = 2",
+    "for i in r:\n    if i:\n        try:\n            return i\n        except ValueError:\n"
+    "            return -1\n    else:\n        pass",
+    "def f():\n    return 1\nclass C:\n    def g(self):\n        return 2\nf()",
+    "match x:\n    case 1:\n        return 1\n    case _:\n        try:\n            return 2\n"
+    "        except:\n            raise",
+    "with a as f:\n    while True:\n        return f.read()\n    else:\n        return 0",
+    "async def a():\n    return 1\nawait a()",
+    "x = [i for i in range(3)]\n(lambda: 1)()\nreturn x",
+]
+
+
+@pytest.mark.parametrize("code", _SHAPES)
+def test_every_node_of_the_compiled_module_is_placed_without_a_pass_over_the_tree(
+    code: str,
+) -> None:
+    """The wrapping places each node it makes at the statement it stands for, which is what
+    ``ast.fix_missing_locations`` over the whole tree did (it cost more than compiling)."""
+    from worker._child._source import _as_module
+
+    tree = parse_program(code)
+    assert isinstance(tree, ast.Module)
+    module = _as_module(tree, "ptc-return-token")
+    placed = ast.dump(module, include_attributes=True)
+    assert ast.dump(ast.fix_missing_locations(module), include_attributes=True) == placed
+    for node in ast.walk(module):
+        if "lineno" in node._attributes:
+            assert isinstance(node.lineno, int), ast.dump(node)  # type: ignore[attr-defined]
+
+
+def test_module_scope_returns_are_found_in_every_statement_list_and_nowhere_else() -> None:
+    code = (
+        "def f():\n    return 'f'\n"
+        "match 2:\n    case 1:\n        pass\n    case _:\n"
+        "        with open('/dev/null'):\n            try:\n                raise ValueError\n"
+        "            except ValueError:\n                return f()\n"
+    )
+    compiled = compile_program(code, profile="python")
+    assert isinstance(compiled, CompiledProgram)
+    try:
+        exec(compiled.code, {})
+    except ProgramReturn as returned:
+        assert returned.value == "f"
+    else:
+        pytest.fail("the return inside match, with and except was not the program's")

@@ -35,10 +35,10 @@ import inspect
 import secrets
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import CodeType
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from ._outcome import cap_detail
 
@@ -183,6 +183,7 @@ def compile_program(
             return CompileFailure(
                 kind="policy", detail=cap_detail(_POLICY_PREFIX + "; ".join(errors))
             )
+        ast.fix_missing_locations(tree)  # what the policy made is placed where it stands
     token = f"ptc-return-{secrets.token_hex(16)}"
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     try:
@@ -251,59 +252,81 @@ def _lone_surrogate(code: str) -> str | None:
     return None
 
 
-def _module_scope(tree: ast.Module) -> list[ast.AST]:
-    """Nodes of the program's own body, not inside nested functions, lambdas or classes."""
-    found: list[ast.AST] = []
-    todo: list[ast.AST] = list(tree.body)
+def _statement_lists(body: list[ast.stmt]) -> Iterator[list[ast.stmt]]:
+    """``body`` and every statement list beneath it in the same scope (the bodies of
+    ``if``, loops, ``with``, ``try`` and its handlers, ``match`` cases), never those of a
+    function or class. Statements only: no expression holds a statement, so the program's
+    expressions are never walked (a walk of every node cost more than compiling)."""
+    todo = [body]
     while todo:
-        node = todo.pop()
-        found.append(node)
-        if not isinstance(node, _SCOPES):
-            todo.extend(ast.iter_child_nodes(node))
-    return found
+        statements = todo.pop()
+        yield statements
+        for node in statements:
+            if isinstance(node, _SCOPES):
+                continue
+            for value in node.__dict__.values():
+                if type(value) is not list or not value:
+                    continue
+                first = value[0]
+                if isinstance(first, ast.stmt):
+                    todo.append(value)
+                elif isinstance(first, (ast.excepthandler, ast.match_case)):
+                    todo.extend(part.body for part in value)
 
 
-class _Returns(ast.NodeTransformer):
-    """``return v`` in module scope -> ``raise <ProgramReturn>(v)``; stops at scopes."""
+def _at(where: ast.AST) -> dict[str, Any]:
+    """The location of ``where``, for a node made in its place (``ast.copy_location``
+    without a node to copy to: every node made here gets one, so no pass over the whole
+    tree has to fix missing ones)."""
+    return {
+        "lineno": where.lineno,  # type: ignore[attr-defined]
+        "col_offset": where.col_offset,  # type: ignore[attr-defined]
+        "end_lineno": getattr(where, "end_lineno", None),
+        "end_col_offset": getattr(where, "end_col_offset", None),
+    }
 
-    def __init__(self, stop: Callable[[ast.expr | None, ast.AST], ast.Raise]) -> None:
-        self._stop = stop
-        self.found = False
 
-    def visit_Return(self, node: ast.Return) -> ast.Raise:
-        self.found = True
-        return self._stop(node.value, node)
-
-    def _keep(self, node: ast.AST) -> ast.AST:
-        return node  # a nested scope: its returns are its own
-
-    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = _keep  # noqa: N815
+_START = {"lineno": 1, "col_offset": 0, "end_lineno": 1, "end_col_offset": 0}
+"""Where a statement the program does not have is placed (an empty program's body)."""
 
 
 def _as_module(tree: ast.Module, token: str) -> ast.Module:
     """``tree`` with module-scope ``return`` and the trailing expression turned into
     raises of the constant ``token`` (replaced by :class:`ProgramReturn` after compiling),
-    and a first handler re-raising it in every ``try`` of module scope."""
+    and a first handler re-raising it in every ``try`` of module scope. Only statement
+    lists are walked, and only the nodes made here are placed (at the statement they
+    stand for)."""
 
     def stop(value: ast.expr | None, where: ast.AST) -> ast.Raise:
-        carrying = ast.Attribute(value=ast.Constant(token), attr="carrying", ctx=ast.Load())
-        call = ast.Call(func=carrying, args=[value or ast.Constant(None)], keywords=[])
-        return ast.copy_location(ast.Raise(exc=call, cause=None), where)
+        at = _at(where)
+        carrying = ast.Attribute(
+            value=ast.Constant(token, **at), attr="carrying", ctx=ast.Load(), **at
+        )
+        call = ast.Call(func=carrying, args=[value or ast.Constant(None, **at)], keywords=[], **at)
+        return ast.Raise(exc=call, cause=None, **at)
 
-    returns = _Returns(stop)
-    body = [returns.visit(node) for node in tree.body]
+    body = list(tree.body)
+    found = False
+    for statements in _statement_lists(body):
+        for i, node in enumerate(statements):
+            if isinstance(node, ast.Return):
+                statements[i] = stop(node.value, node)
+                found = True
     if body and isinstance(body[-1], ast.Expr):
         body[-1] = stop(body[-1].value, body[-1])
-    module = ast.Module(body=body, type_ignores=tree.type_ignores)
-    if returns.found:
-        for node in _module_scope(module):
-            if isinstance(node, ast.Try) and node.handlers:
-                guard = ast.ExceptHandler(
-                    type=ast.Constant(token), name=None, body=[ast.Raise(exc=None, cause=None)]
-                )
-                node.handlers.insert(0, ast.copy_location(guard, node.handlers[0]))
-    module.body = _ending_itself(module.body, f"{token}-end")
-    return ast.fix_missing_locations(module)
+    if found:
+        for statements in _statement_lists(body):
+            for node in statements:
+                if isinstance(node, ast.Try) and node.handlers:
+                    at = _at(node.handlers[0])
+                    guard = ast.ExceptHandler(
+                        type=ast.Constant(token, **at),
+                        name=None,
+                        body=[ast.Raise(exc=None, cause=None, **at)],
+                        **at,
+                    )
+                    node.handlers.insert(0, guard)
+    return ast.Module(body=_ending_itself(body, f"{token}-end"), type_ignores=tree.type_ignores)
 
 
 def _ending_itself(body: list[ast.stmt], token: str) -> list[ast.stmt]:
@@ -326,24 +349,22 @@ def _ending_itself(body: list[ast.stmt], token: str) -> list[ast.stmt]:
             # wants at the top (it matches the name, not the level) and which fails in a
             # program (there is no package): outside the handler it would kill the
             # program's thread. `from . import __future__` fails the same way, inside it.
-            body[i] = ast.copy_location(
-                ast.ImportFrom(module=None, names=[ast.alias("__future__")], level=node.level),
-                node,
+            at = _at(node)
+            body[i] = ast.ImportFrom(
+                module=None, names=[ast.alias("__future__", **at)], level=node.level, **at
             )
             head = min(head, i)
-    rest = body[head:] or [ast.Pass()]
-    where = rest[0]
+    rest = body[head:] or [ast.Pass(**_START)]
+    at = _at(rest[0])
 
     def call(method: str) -> ast.stmt:
         # A method of the constant: a constant called directly makes the compiler warn.
-        func = ast.Attribute(value=ast.Constant(token), attr=method, ctx=ast.Load())
-        return ast.copy_location(ast.Expr(ast.Call(func=func, args=[], keywords=[])), where)
+        func = ast.Attribute(value=ast.Constant(token, **at), attr=method, ctx=ast.Load(), **at)
+        return ast.Expr(ast.Call(func=func, args=[], keywords=[], **at), **at)
 
-    handler = ast.copy_location(
-        ast.ExceptHandler(type=None, name=None, body=[call("caught")]), where
-    )
-    wrapper = ast.Try(body=rest, handlers=[handler], orelse=[], finalbody=[call("ended")])
-    return [*body[:head], ast.copy_location(wrapper, where)]
+    handler = ast.ExceptHandler(type=None, name=None, body=[call("caught")], **at)
+    wrapper = ast.Try(body=rest, handlers=[handler], orelse=[], finalbody=[call("ended")], **at)
+    return [*body[:head], wrapper]
 
 
 def _syntax_failure(exc: SyntaxError, code: str) -> CompileFailure:
