@@ -68,10 +68,12 @@ def check_program(code: str, sdk: Sdk, profile: str) -> PreflightError | None:
 class _Checker:
     def __init__(self, code: str, sdk: Sdk, tree: ast.Module) -> None:
         self._lines = code.splitlines()
-        self._tree = tree
+        # One walk of the tree (in ast.walk's order), which every check reads: a walk
+        # costs more than the checks, and there were five.
+        self._nodes = list(ast.walk(tree))
         self._bindings = sdk.by_ident()
         self._by_name = {b.name: b for b in sdk.tools}
-        self._bound = _bound_names(tree)
+        self._bound = _bound_names(self._nodes)
 
     def first_problem(self) -> str | None:
         for check in (self._imports, self._tool_uses, self._foreign_names):
@@ -83,7 +85,7 @@ class _Checker:
     # -- imports of the predefined globals ---------------------------------------------
 
     def _imports(self) -> str | None:
-        for node in ast.walk(self._tree):
+        for node in self._nodes:
             module = None
             if isinstance(node, ast.ImportFrom) and node.level == 0:
                 module = node.module
@@ -101,13 +103,13 @@ class _Checker:
     def _tool_uses(self) -> str | None:
         if "tools" in self._bound:
             return None  # `tools` is no longer the SDK namespace: nothing is certain
-        for node in ast.walk(self._tree):
+        for node in self._nodes:
             if isinstance(node, ast.Call):
                 problem = self._call(node)
                 if problem is not None:
                     return problem
         # A bare attribute (`f = tools.nope`) is as certainly wrong as a call.
-        for node in ast.walk(self._tree):
+        for node in self._nodes:
             if _is_tools_attribute(node):
                 assert isinstance(node, ast.Attribute)
                 if node.attr not in self._bindings and node.attr != "call":
@@ -190,7 +192,7 @@ class _Checker:
     # -- names from other runtimes ---------------------------------------------------------
 
     def _foreign_names(self) -> str | None:
-        for node in ast.walk(self._tree):
+        for node in self._nodes:
             if not isinstance(node, ast.Call):
                 continue
             func = node.func
@@ -307,11 +309,12 @@ def _usage(name: str) -> str:
     }[name]
 
 
-def _bound_names(tree: ast.AST) -> set[str]:
+def _bound_names(nodes: list[ast.AST]) -> set[str]:
     """Every name the program binds anywhere (assignment, def, class, import, parameter,
-    for, with, except, global...): such a name is the program's own."""
+    for, with, except, global...) among ``nodes``, all of its tree: such a name is the
+    program's own."""
     bound: set[str] = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             bound.add(node.id)
         elif isinstance(node, ast.arg):
