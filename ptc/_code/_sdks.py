@@ -145,14 +145,22 @@ class SdkBuilder:
             if self._closed:
                 future.set_exception(RuntimeError("the runtime is closed"))
                 return future
-            executor = self._executors.get(request.full)
-            if executor is None:
-                name = "ptc-sdkgen-full" if request.full else "ptc-sdkgen"
-                executor = self._executors[request.full] = ThreadPoolExecutor(
-                    1, thread_name_prefix=name
-                )
-            executor.submit(self._run, future, definitions, request, background=True)
+            if not self._executors:
+                self._start_threads()
+            self._executors[request.full].submit(
+                self._run, future, definitions, request, background=True
+            )
         return future
+
+    def _start_threads(self) -> None:
+        """Both builder threads, started together before the first build: a thread started
+        later would be started while the other one builds, and ``Thread.start()`` waits on
+        the event loop's thread until the new thread has run, which is until the busy one
+        hands the GIL over (measured: 3 ms of a 6.5 ms stall of ``prepare()``). Called with
+        the lock held."""
+        for full, name in ((False, "ptc-sdkgen"), (True, "ptc-sdkgen-full")):
+            executor = self._executors[full] = ThreadPoolExecutor(1, thread_name_prefix=name)
+            executor.submit(_nothing)  # a pool starts its thread on its first task
 
     def build(self, definitions: Sequence[ToolDefinition], request: SdkRequest) -> sdkgen.Sdk:
         """The SDK, building it in the calling thread if nothing is ready or in flight."""
@@ -271,3 +279,7 @@ class SdkBuilder:
 
 def _failed(future: Future[sdkgen.Sdk]) -> bool:
     return future.done() and (future.cancelled() or future.exception() is not None)
+
+
+def _nothing() -> None:
+    """A task that starts a builder thread and does nothing."""

@@ -214,6 +214,38 @@ async def test_background_builds_give_the_gil_away(builds: Builds) -> None:
     assert set(builds.builders) <= set(builds.paced)
 
 
+async def test_both_builder_threads_start_before_the_first_build(
+    builds: Builds, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A builder thread started while the other one builds would keep the event loop
+    # waiting in Thread.start() until the busy one hands the GIL over.
+    started: list[str] = []
+    original = threading.Thread.start
+
+    def start(self: threading.Thread) -> None:
+        started.append(self.name)
+        original(self)
+
+    generate = sdkgen.SdkGenerator.generate  # the fixture's, which records
+    at_first_build: list[list[str]] = []
+
+    def first(self: sdkgen.SdkGenerator, specs: Sequence[sdkgen.ToolSpec], **options: Any) -> Any:
+        if builds.mine(self) and not at_first_build:
+            at_first_build.append(list(started))
+        return generate(self, specs, **options)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    monkeypatch.setattr(sdkgen.SdkGenerator, "generate", first)
+    async with runtime(default_mode="code") as rt:
+        rt.register(tool("alpha"))
+        await rt.root.prepare()
+        await rt.root.sdk_async()
+    assert builds.threads and at_first_build
+    ours = [name.rsplit("_", 1)[0] for name in at_first_build[0] if "ptc-sdkgen" in name]
+    assert sorted(ours) == ["ptc-sdkgen", "ptc-sdkgen-full"]
+    assert len([name for name in started if "ptc-sdkgen" in name]) == 2  # and no more
+
+
 async def test_a_burst_of_registrations_is_built_about_once(builds: Builds) -> None:
     async with runtime(default_mode="code") as rt:
         for index in range(200):
