@@ -1,15 +1,14 @@
 """A session's state as a hostile program forges it on its own channel (python profile).
 
 The host takes the child's ``state`` and ``saved`` frames as opaque bytes: it checks each
-chunk (strict base64, within the chunk cap), their total (within ``Limits.session_mib``)
-and their order (only in a run on a session, none after ``saved``, ``saved`` naming what
-was sent), and never parses them. Any breach ends the run as ``protocol``; nothing of it
-is saved, and the host carries on.
+chunk (a raw frame, not empty, within the chunk cap), their total (within
+``Limits.session_mib``) and their order (only in a run on a session, none after
+``saved``, ``saved`` naming what was sent), and never parses them. Any breach ends the run
+as ``protocol``; nothing of it is saved, and the host carries on.
 """
 
 from __future__ import annotations
 
-import binascii
 from collections.abc import AsyncIterator
 
 import pytest
@@ -33,8 +32,13 @@ def frame(body: str) -> str:
     return f"forge(({body}).encode())"
 
 
-STATE = "'{\"type\":\"state\",\"data\":\"' + %s + '\"}'"
-SAVED = "'{\"type\":\"saved\",\"bytes\":%d,\"names\":[],\"dropped\":[],\"problem\":\"%s\"}'"
+def raw(data: str) -> str:
+    """A ``forge(...)`` of a raw frame (a state chunk) of ``data``, Python source of bytes."""
+    return f"forge(b'\\x00' + {data})"
+
+
+JSON_STATE = '\'{"type":"state","data":"eHk="}\''
+SAVED = '\'{"type":"saved","bytes":%d,"names":[],"dropped":[],"problem":"%s"}\''
 
 
 async def run(
@@ -46,21 +50,17 @@ async def run(
     return await backend.run(request, on_calls=echo_calls)
 
 
-def b64(data: bytes) -> str:
-    return repr(binascii.b2a_base64(data, newline=False).decode())
-
-
 @pytest.mark.parametrize(
     ("lines", "session", "needle"),
     [
-        ([frame(STATE % b64(b"xy"))], None, "without a session"),
+        ([raw("b'xy'")], None, "without a session"),
         ([frame(SAVED % (0, ""))], None, "without a session"),
-        ([frame(STATE % "'not base64!'")], b"", "not base64"),
-        ([frame(STATE % "''")], b"", "empty state chunk"),
-        ([frame(STATE % b64(b"abc")), frame(SAVED % (4, ""))], b"", "4 bytes said, 3 sent"),
-        ([frame(STATE % b64(b"abc")), frame(SAVED % (3, "too big"))], b"", "3 bytes said"),
+        ([frame(JSON_STATE)], b"", "only a raw frame carries it"),
+        ([raw("b''")], b"", "an empty chunk"),
+        ([raw("b'abc'"), frame(SAVED % (4, ""))], b"", "4 bytes said, 3 sent"),
+        ([raw("b'abc'"), frame(SAVED % (3, "too big"))], b"", "3 bytes said"),
         (
-            [frame(SAVED % (0, "")), frame(STATE % b64(b"late"))],
+            [frame(SAVED % (0, "")), raw("b'late'")],
             b"",
             "after saved",
         ),
@@ -78,20 +78,19 @@ async def test_a_forged_state_out_of_order_or_malformed_is_a_protocol_error(
 async def test_a_state_past_session_mib_is_killed_as_it_arrives(
     backend: SubprocessBackend,
 ) -> None:
-    chunk = f"binascii.b2a_base64(b'x' * {STATE_CHUNK_BYTES}, newline=False).decode()"
-    out = await run(backend, ["import binascii", frame(STATE % chunk)], mib=1)
+    out = await run(backend, [raw(f"b'x' * {STATE_CHUNK_BYTES}")], mib=1)
     assert out.kind == "protocol", out
     assert "passed 1048576 bytes" in out.detail
 
 
 async def test_a_chunk_over_the_chunk_cap_is_refused(backend: SubprocessBackend) -> None:
-    chunk = f"'A' * ({STATE_CHUNK_BYTES} // 3 * 4 + 8)"
-    out = await run(backend, [frame(STATE % chunk)])
+    out = await run(backend, [raw(f"b'A' * ({STATE_CHUNK_BYTES} + 1)")])
     assert out.kind == "protocol", out
+    assert "over the 4194304 cap" in out.detail
 
 
 async def test_the_host_carries_on_after_a_forged_state(backend: SubprocessBackend) -> None:
-    await run(backend, [frame(STATE % "'!!'")])
+    await run(backend, [frame(JSON_STATE)])
     request = RunRequest(code="x = 1\nreturn 'fine'", sdk_module=SDK, limits=SHORT, session=b"")
     out = await backend.run(request, on_calls=echo_calls)
     assert out.value == "fine" and out.session is not None and out.session.names == ("x",)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worker._errors import ProtocolError
-from worker._protocol._framing import FrameDecoder, encode
+from worker._protocol._framing import MAX_FRAME_BYTES, FrameDecoder, encode, raw_frame
 from worker._protocol._messages import (
     HOST_OPERATIONS,
     MAX_DESCRIBE_IDENTS,
@@ -23,7 +23,7 @@ from worker._protocol._messages import (
     validate_frame,
     validate_host_frame,
 )
-from worker._protocol._state import STATE_CHUNK_CHARS
+from worker._protocol._state import STATE_CHUNK_BYTES, state_frames
 
 LIMITS = {
     "wall_seconds": 30.0,
@@ -53,7 +53,6 @@ VALID_CHILD: list[dict[str, Any]] = [
     },
     {"type": "done", "ok": True, "value": {"k": [1, 2.5, "s", False, None]}},
     {"type": "done", "ok": False, "kind": "exception", "detail": "Traceback"},
-    {"type": "state", "data": "cHRjLXNlc3Npb24="},
     {"type": "saved", "bytes": 3, "names": ["x"], "dropped": [], "problem": ""},
     {
         "type": "saved",
@@ -82,7 +81,6 @@ VALID_HOST: list[dict[str, Any]] = [
         "limits": LIMITS,
         "session": {"bytes": 12},
     },
-    {"type": "state", "data": "cHRj"},
     {"type": "result", "id": 3, "ok": True, "value": None},
     {"type": "result", "id": 3, "ok": False, "code": "DENIED", "message": "no"},
 ]
@@ -115,7 +113,9 @@ INVALID_CHILD: list[object] = [
     {"type": "done", "ok": False, "kind": "timeout", "detail": "x"},
     {"type": "done", "ok": True, "value": 1, "kind": "exception"},
     {"type": "state", "data": 5},
-    {"type": "state", "data": "x" * (STATE_CHUNK_CHARS + 1)},
+    {"type": "state", "data": "cHRj"},  # base64 in JSON: a state chunk is only ever raw
+    b"",
+    b"x" * (STATE_CHUNK_BYTES + 1),
     {"type": "saved", "bytes": -1, "names": [], "dropped": [], "problem": ""},
     {"type": "saved", "bytes": 1, "names": [1], "dropped": [], "problem": ""},
     {"type": "saved", "bytes": 1, "names": [], "dropped": [{"name": "g"}], "problem": ""},
@@ -185,10 +185,14 @@ def test_invalid_host_frames_are_protocol_errors(obj: object) -> None:
 EXAMPLES: dict[Sender, list[dict[str, Any]]] = {"child": VALID_CHILD, "host": VALID_HOST}
 
 
+RAW = {"state"}
+"""Frame types that travel only as raw frames (their examples are below)."""
+
+
 @pytest.mark.parametrize("sender", ["child", "host"])
 def test_the_examples_cover_every_frame_type_and_both_ok_variants(sender: Sender) -> None:
     examples = EXAMPLES[sender]
-    assert {f["type"] for f in examples} == set(SCHEMAS[sender])
+    assert {f["type"] for f in examples} | RAW == set(SCHEMAS[sender])
     for kind, schema in SCHEMAS[sender].items():
         if schema.failed is not None:
             assert {f["ok"] for f in examples if f["type"] == kind} == {True, False}, kind
@@ -196,6 +200,39 @@ def test_the_examples_cover_every_frame_type_and_both_ok_variants(sender: Sender
 
 BOTH_WAYS = {"state"}
 """A session's state crosses in both directions, in the same frames."""
+
+
+@pytest.mark.parametrize("validate", [validate_child_frame, validate_host_frame])
+def test_a_state_chunk_crosses_as_a_raw_frame_both_ways(validate: Any) -> None:
+    blob = bytes(range(256)) * 40  # every byte value, the JSON specials included
+    assert FrameDecoder(validate).feed(raw_frame(blob)) == [{"type": "state", "data": blob}]
+
+
+def test_a_state_is_cut_into_chunks_within_the_cap_and_in_order() -> None:
+    blob = b"".join(bytes([i]) * STATE_CHUNK_BYTES for i in (1, 2)) + b"tail"
+    frames = FrameDecoder(validate_host_frame).feed(b"".join(state_frames(blob)))
+    assert [len(f["data"]) for f in frames] == [STATE_CHUNK_BYTES, STATE_CHUNK_BYTES, 4]
+    assert b"".join(f["data"] for f in frames) == blob
+    assert list(state_frames(b"")) == []
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        (b"\x00", "state.data: an empty chunk"),
+        (b"\x00" + b"x" * (STATE_CHUNK_BYTES + 1), "over the 4194304 cap"),
+        (b'{"type":"state","data":"cHRj"}', "only a raw frame carries it"),
+    ],
+)
+def test_a_malformed_state_chunk_is_a_protocol_error(body: bytes, needle: str) -> None:
+    with pytest.raises(ProtocolError) as info:
+        FrameDecoder(validate_child_frame).feed(_raw(body))
+    assert needle in info.value.detail
+
+
+def test_a_raw_frame_over_the_frame_cap_is_refused_before_it_is_sent() -> None:
+    with pytest.raises(ProtocolError, match="exceeds"):
+        raw_frame(b"x" * MAX_FRAME_BYTES)
 
 
 @pytest.mark.parametrize(

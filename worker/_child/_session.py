@@ -288,7 +288,7 @@ def restore(
         if not blob.startswith(MAGIC):
             raise RestoreError("not a session state")
         fmt, saved_profile, plain_bytes, object_bytes, modules, files = marshal.loads(
-            blob[len(MAGIC) :]
+            memoryview(blob)[len(MAGIC) :]  # no copy of the blob
         )
         if fmt != FORMAT or saved_profile != profile:
             raise RestoreError(f"a state of format {fmt} for the {saved_profile} profile")

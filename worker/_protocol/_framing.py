@@ -1,10 +1,16 @@
-"""Framing: length-prefixed JSON frames, and what counts as a plain JSON value.
+"""Framing: length-prefixed JSON frames, raw frames, and what counts as a plain JSON value.
 
 A frame is a 4-byte big-endian unsigned length followed by that many bytes of UTF-8 JSON
 encoding one object. No pickle, ever. Decoding refuses NaN/Infinity, duplicate keys, bad
 UTF-8 and lengths over :data:`MAX_FRAME_BYTES` with :class:`ProtocolError`, then hands the
 object to a validator (the message schemas live in ``_messages``; this module does not
 know them).
+
+A *raw* frame is a body that starts with the byte :data:`RAW_MARK` (``0x00``, which no
+JSON text starts with): the rest of the body is opaque bytes, handed to the validator as a
+``bytes`` object (which JSON never decodes to, so the validator tells them apart). It
+carries what is binary already (a session's state, ``_state``), which as base64 inside
+JSON cost the host and the child ~20 ms a MiB to encode, check, scan and decode.
 
 Who uses what: the host decodes child frames with :class:`FrameDecoder` (``_run_channel``)
 and sends with :func:`encode` (``_runloop``); the child sends with :func:`encode` and reads
@@ -31,6 +37,9 @@ MAX_FRAME_BYTES = 16 * 1024 * 1024
 Frame = dict[str, Any]
 Validator = Callable[[object], Frame]
 """Checks one decoded JSON object and returns it as a frame, or raises ``ProtocolError``."""
+
+RAW_MARK = b"\x00"
+"""The first byte of a raw frame's body."""
 
 MAX_JSON_DEPTH = 200
 """How deep a JSON value (a result, call arguments) may nest: containers within containers."""
@@ -192,6 +201,14 @@ def prefixed(body: bytes) -> bytes:
     return _HEADER.pack(len(body)) + body
 
 
+def raw_frame(data: bytes | memoryview) -> bytes:
+    """A raw frame of ``data`` (opaque bytes); :class:`ProtocolError` over the cap."""
+    length = len(data) + len(RAW_MARK)
+    if length > MAX_FRAME_BYTES:
+        raise ProtocolError(f"frame of {length} bytes exceeds the {MAX_FRAME_BYTES} cap")
+    return b"".join((_HEADER.pack(length), RAW_MARK, data))
+
+
 # --- decoding -------------------------------------------------------------------------
 
 
@@ -226,7 +243,10 @@ def depth_problem(body: bytes, limit: int = MAX_FRAME_DEPTH) -> str | None:
 
 
 def parse_body(body: bytes, validate: Validator) -> Frame:
-    """Decode and validate one frame body (without its length prefix)."""
+    """Decode and validate one frame body (without its length prefix); a raw frame's bytes
+    go to ``validate`` as they are."""
+    if body[:1] == RAW_MARK:
+        return validate(body[1:])
     problem = depth_problem(body)
     if problem is not None:
         raise ProtocolError(problem)
@@ -294,6 +314,10 @@ class FrameDecoder:
             _check_length(length)
             if len(buffer) < 4 + length:
                 return None
+            if buffer[4:5] == RAW_MARK:  # one copy of the bytes, not two
+                data = bytes(buffer[5 : 4 + length])
+                del buffer[: 4 + length]
+                return self._validate(data)
             body = bytes(buffer[4 : 4 + length])
             del buffer[: 4 + length]
             return parse_body(body, self._validate)

@@ -8,8 +8,10 @@ Every frame is a JSON object with a string ``"type"``; :data:`SCHEMAS` maps the 
 :func:`validate_frame` accepted them.
 
 Child -> host: ``ready applied call stdout log state saved done``; host -> child: ``limits
-sdk start state result``. ``state`` frames carry a session's state as base64 chunks
-(``_state``). Frame
+sdk start state result``. ``state`` frames carry a session's state in chunks of raw bytes
+(``_state``): they are raw frames (``_framing``), which reach :func:`validate_frame` as
+``bytes`` and are checked as ``{"type": "state", "data": <bytes>}``; a JSON frame can
+never be a ``state`` frame (JSON decodes to no ``bytes``). Frame
 *order* (ready first, nothing after done, increasing call ids) is the host's run loop's
 job (``_runloop``); this module checks each frame alone.
 
@@ -30,7 +32,7 @@ from typing import Literal, TypeAlias
 from .._errors import ProtocolError
 from .._types import DIMENSIONS, Limits
 from ._framing import Frame
-from ._state import STATE_CHUNK_CHARS
+from ._state import STATE_CHUNK_BYTES
 
 MAX_CALL_ARGUMENTS_BYTES = 4 * 1024 * 1024
 """Largest arguments of one tool call, as compact UTF-8 JSON (the child refuses bigger ones
@@ -118,6 +120,20 @@ def _text(max_chars: int) -> Check:
         assert isinstance(value, str)
         if len(value) > max_chars:
             raise _Mismatch(f"longer than {max_chars} characters ({len(value)})")
+
+    return check
+
+
+def _chunk(max_bytes: int) -> Check:
+    """``bytes`` (a raw frame's), not empty, at most ``max_bytes`` long."""
+
+    def check(value: object) -> None:
+        if type(value) is not bytes:
+            raise _Mismatch(f"wrong type {type(value).__name__} (only a raw frame carries it)")
+        if not value:
+            raise _Mismatch("an empty chunk")
+        if len(value) > max_bytes:
+            raise _Mismatch(f"a chunk of {len(value)} bytes, over the {max_bytes} cap")
 
     return check
 
@@ -306,7 +322,7 @@ _SAVED = {
     ),
     "problem": _text(MAX_SAVED_TEXT_CHARS),
 }
-_STATE = FrameSchema({"data": _text(STATE_CHUNK_CHARS)})
+_STATE = FrameSchema({"data": _chunk(STATE_CHUNK_BYTES)})
 
 SCHEMAS: Mapping[Sender, Mapping[str, FrameSchema]] = {
     "child": {
@@ -375,6 +391,8 @@ _FRAME_CHECKS: dict[tuple[Sender, str, bool], Check] = {
 def validate_frame(sender: Sender, obj: object) -> Frame:
     """Check one decoded frame from ``sender`` against :data:`SCHEMAS`; return it or raise
     :class:`ProtocolError`."""
+    if type(obj) is bytes:  # a raw frame: only a state chunk is one
+        obj = {"type": "state", "data": obj}
     if type(obj) is not dict:
         raise ProtocolError(f"frame is a JSON {type(obj).__name__}, not an object")
     kind = obj.get("type")
