@@ -335,6 +335,17 @@ def test_files_the_scratch_quota_cannot_see_are_refused_and_python_copes(tmp_pat
     }
 
 
+def test_a_child_loads_one_filter() -> None:
+    # The base and the per-child rules chained into one program: the kernel prepares,
+    # compiles and caches one filter per child.
+    def count(pid: int) -> dict[str, Any]:
+        with open("/proc/self/status") as fh:
+            fields = dict(line.split(":", 1) for line in fh if ":" in line)
+        return {"filters": fields["Seccomp_filters"].strip(), "mode": fields["Seccomp"].strip()}
+
+    assert _filtered(count) == {"filters": "1", "mode": "2"}
+
+
 def test_the_per_child_filter_rejects_what_is_not_a_pid() -> None:
     rules = ((62, _bpf.SELF_RULES[0]),)
     for bad in (0, -1, 1 << 31):

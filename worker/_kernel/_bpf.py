@@ -12,8 +12,10 @@ a user. Every argument is compared on all 64 bits (the kernel reads 32: a value 
 set is refused, never truncated to another pid). The review of the system call table behind
 this list is in docs/security.md ("System calls that name another process").
 
-The filter is built once (in the zygote) for a placeholder pid; each child patches its own
-pid into the constants (:func:`pid_offsets`) and loads it with one system call.
+The filter is built once (in the zygote) for a placeholder pid and chained in front of the
+base filter (:func:`chain`: one program, so the kernel prepares, compiles and caches one
+filter per child, not two); each child patches its own pid into the constants
+(:func:`pid_offsets`) and loads the whole with one system call.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ LD_W_ABS = 0x20
 JEQ_K = 0x15
 JSET_K = 0x45
 RET_K = 0x06
+JA = 0x05
 RET_ALLOW = 0x7FFF0000
 RET_ERRNO = 0x00050000
 RET_USER_NOTIF = 0x7FC00000
@@ -141,15 +144,16 @@ def self_filter(own_pid: int, *, arch: int, rules: tuple[tuple[int, SelfRule], .
     gets EPERM unless its arguments name the caller (``own_pid``) as the rule says; every
     other call, and any call from a foreign arch (which the base filter kills), is allowed.
     Each rule is a block of its own, entered when the number matches, so every jump is short
-    whatever the number of rules."""
+    whatever the number of rules; the number is loaded once (a block that does not match
+    leaves it in the accumulator), so a call no rule names runs one comparison per rule."""
     if not 0 < own_pid <= 0x7FFFFFFF:
         raise ValueError(f"not a pid: {own_pid}")
     asm = Assembler()
     asm.emit(LD_W_ABS, ARCH_OFFSET)
     asm.emit(JEQ_K, arch, jf="allow")
+    asm.emit(LD_W_ABS, NR_OFFSET)
     for i, (number, rule) in enumerate(rules):
         deny, after = f"deny{i}", f"next{i}"
-        asm.emit(LD_W_ABS, NR_OFFSET)
         asm.emit(JEQ_K, number, jf=after)
         checks: list[tuple[int, tuple[int, ...]]] = []
         if rule.which is not None:
@@ -172,6 +176,24 @@ def self_filter(own_pid: int, *, arch: int, rules: tuple[tuple[int, SelfRule], .
     asm.label("allow")
     asm.emit(RET_K, RET_ALLOW)
     return asm.program()
+
+
+def chain(first: bytes, then: bytes) -> bytes:
+    """One program that runs ``first`` and, where ``first`` would allow the call, ``then``:
+    each ``RET ALLOW`` of ``first`` becomes a jump to ``then``'s first instruction (a
+    32-bit ``JA``, so ``first`` keeps its length and every offset in it holds). The kernel
+    would run both filters and keep the most restrictive answer; this gives that answer as
+    long as ``first`` refuses nothing ``then`` answers more strictly (a base filter's
+    refusals are errnos, and the per-child filter's errno wins a tie as the filter loaded
+    last did)."""
+    out = []
+    count = len(first) // 8
+    for index in range(count):
+        code, jt, jf, k = struct.unpack_from("=HBBI", first, index * 8)
+        if code == RET_K and k == RET_ALLOW:
+            code, jt, jf, k = JA, 0, 0, count - index - 1
+        out.append((code, jt, jf, k))
+    return pack(out) + then
 
 
 def pid_offsets(template: bytes) -> tuple[int, ...]:
