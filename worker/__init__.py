@@ -2,13 +2,16 @@
 
 Host-side public face. ``worker`` never imports ``ptc``. :func:`parse_program` and
 :func:`compile_program` are the child's own checks of a program, for a host's pre-flight.
+
+The names that need the host's async machinery (anyio: the backends, their interfaces, the
+pacer) are imported when first used, not with the package: the zygote and every child
+import ``worker`` too, and what they never run would only make each fork copy more page
+tables and each child share more pages (anyio, with what it brings, is about 0.6 MiB of
+the zygote's anonymous memory).
 """
 
-from ._abc import CallBatch as CallBatch
-from ._abc import CallHandler as CallHandler
-from ._abc import CallStarter as CallStarter
-from ._abc import StdoutListener as StdoutListener
-from ._abc import WorkerBackend as WorkerBackend
+from typing import TYPE_CHECKING, Any
+
 from ._child._source import MAX_PROGRAM_BYTES as MAX_PROGRAM_BYTES
 from ._child._source import CompileFailure as CompileFailure
 from ._child._source import compile_program as compile_program
@@ -16,8 +19,6 @@ from ._child._source import parse_program as parse_program
 from ._child._source import program_size_problem as program_size_problem
 from ._errors import ProtocolError as ProtocolError
 from ._errors import WorkerError as WorkerError
-from ._host._backend import SubprocessBackend as SubprocessBackend
-from ._host._pacing import Pacer as Pacer
 from ._host._timing import TimingHook as TimingHook
 from ._host._timing import set_timing_hook as set_timing_hook
 from ._host._timing import timing_mark as timing_mark
@@ -81,3 +82,34 @@ __all__ = (
     "set_timing_hook",
     "timing_mark",
 )
+
+if TYPE_CHECKING:
+    from ._abc import CallBatch as CallBatch
+    from ._abc import CallHandler as CallHandler
+    from ._abc import CallStarter as CallStarter
+    from ._abc import StdoutListener as StdoutListener
+    from ._abc import WorkerBackend as WorkerBackend
+    from ._host._backend import SubprocessBackend as SubprocessBackend
+    from ._host._pacing import Pacer as Pacer
+
+_ON_THE_HOST = {
+    "CallBatch": "._abc",
+    "CallHandler": "._abc",
+    "CallStarter": "._abc",
+    "StdoutListener": "._abc",
+    "WorkerBackend": "._abc",
+    "SubprocessBackend": "._host._backend",
+    "Pacer": "._host._pacing",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A host-side name, imported on first use (see the module docstring)."""
+    module = _ON_THE_HOST.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import ast
 import inspect
-import secrets
+import os
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -184,7 +184,7 @@ def compile_program(
                 kind="policy", detail=cap_detail(_POLICY_PREFIX + "; ".join(errors))
             )
         ast.fix_missing_locations(tree)  # what the policy made is placed where it stands
-    token = f"ptc-return-{secrets.token_hex(16)}"
+    token = f"ptc-return-{os.urandom(16).hex()}"  # not secrets: it brings OpenSSL into every child
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     try:
         module = _as_module(tree, token)
