@@ -149,12 +149,6 @@ def render(samples: dict[str, list[float]], facts: dict[str, Any],
     rounds = facts.get("event_loop_rounds_per_nested_call")
     if rounds is not None:
         md.append(f"\nEvent-loop rounds per nested call: {rounds:.2f}.\n")
-    nested_cpu = facts.get("cpu_us_per_nested_call")
-    if nested_cpu:
-        md += ["\n## CPU per nested call (us; runs of 1,000 sequential calls, less a constant "
-               "run's CPU)\n",
-               _stats.markdown_table(["Who", "CPU us per call"],
-                                     [[k, v] for k, v in nested_cpu.items()])]
     stalls = facts.get("stalls_ms")
     if stalls:
         md += ["\n## Worst event-loop stall, 200 tools (heartbeat: a task sleeping 1 ms)\n",

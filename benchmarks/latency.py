@@ -157,15 +157,8 @@ async def _run_suite(bench: Bench, relaxed: bool) -> None:
         async def thousand() -> None:
             await _ok(code.run_code(program))
 
-        loops = bench.n(10)
-        before = cpu_seconds()
         bench.add(f"run_code with {calls} sequential nested calls",
-                  await sample_async(thousand, loops))
-        await anyio.sleep(0.5)  # the refill after the last run, as for the constant runs
-        per_run = bench.facts["cpu_ms_per_back_to_back_run"]
-        bench.facts["cpu_us_per_nested_call"] = {
-            who: ((spent - before[who]) * 1000 / loops - per_run[who]) * 1000 / calls
-            for who, spent in cpu_seconds().items() if who in ("host", "zygote", "children")}
+                  await sample_async(thousand, bench.n(10)))
         base, loop = bench.p50("run_code constant, back to back"), bench.p50(
             f"run_code with {calls} sequential nested calls")
         if base is not None and loop is not None:
