@@ -14,6 +14,7 @@ import asyncio
 import functools
 import gc
 import os
+import resource
 import statistics
 import tempfile
 import threading
@@ -164,21 +165,37 @@ async def rounds_per_call(scope: ptc.Scope, calls: int) -> float:
 NESTED_TIMED = """
 import time
 laps = []
+cpu = time.process_time()
 for i in range({n}):
     t = time.perf_counter()
     tools.noop()
     laps.append((time.perf_counter() - t) * 1000)
-laps
+[laps, time.process_time() - cpu]
 """
 
 
-async def nested_in_program(scope: ptc.Scope, calls: int) -> list[float]:
-    """Each nested call's round trip (ms), timed inside the program around the SDK call."""
+async def nested_in_program(
+    scope: ptc.Scope, calls: int, cpu_us: dict[str, float] | None = None
+) -> list[float]:
+    """Each nested call's round trip (ms), timed inside the program around the SDK call;
+    ``cpu_us`` gets the CPU per call of the child (its own clock, around the loop) and of
+    the host (this process, user and system, around the whole run: a run's own cost
+    spread over the calls adds a few µs)."""
+    before = resource.getrusage(resource.RUSAGE_SELF)
     result = await scope.run_code(NESTED_TIMED.format(n=calls))
+    after = resource.getrusage(resource.RUSAGE_SELF)
     value = result.value
-    laps = value.get("result") if isinstance(value, dict) else None
-    if result.is_error or not isinstance(laps, list):
+    out = value.get("result") if isinstance(value, dict) else None
+    if result.is_error or not isinstance(out, list) or len(out) != 2:
         raise RuntimeError(f"nested timing run failed: {result.content}")
+    laps, child_cpu = out
+    if not isinstance(laps, list) or not isinstance(child_cpu, int | float):
+        raise RuntimeError(f"nested timing run returned {str(out)[:200]}")
+    if cpu_us is not None:
+        host = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        cpu_us["host"] = host / calls * 1e6
+        cpu_us["host_system"] = (after.ru_stime - before.ru_stime) / calls * 1e6
+        cpu_us["child"] = float(child_cpu) / calls * 1e6
     return [float(x) for x in laps if isinstance(x, int | float)]
 
 

@@ -149,6 +149,11 @@ def render(samples: dict[str, list[float]], facts: dict[str, Any],
     rounds = facts.get("event_loop_rounds_per_nested_call")
     if rounds is not None:
         md.append(f"\nEvent-loop rounds per nested call: {rounds:.2f}.\n")
+    nested_cpu = facts.get("nested_cpu_us_per_call")
+    if nested_cpu:
+        md.append(f"\nCPU per nested call (the in-program timing run): host "
+                  f"{nested_cpu['host']:,.0f} us (system {nested_cpu['host_system']:,.0f}), "
+                  f"child {nested_cpu['child']:,.0f} us.\n")
     stalls = facts.get("stalls_ms")
     if stalls:
         md += ["\n## Worst event-loop stall, 200 tools (heartbeat: a task sleeping 1 ms)\n",

@@ -83,6 +83,39 @@ def start_detached(
     return handle
 
 
+class _Wake:
+    """What wakes an idle slot's task: ``set()`` once, ``await wait()`` by that one task.
+
+    On asyncio a bare future (an ``anyio.Event`` wraps an ``asyncio.Event`` that makes one
+    per waiter anyway, and finding the backend for a new one costs a lookup: this is on
+    every nested call's path); elsewhere an ``anyio.Event``. Awaited in the task's cancel
+    scope, either is cancelled with it."""
+
+    __slots__ = ("_event", "_future")
+
+    def __init__(self) -> None:
+        self._future: asyncio.Future[None] | None = None
+        self._event: anyio.Event | None = None
+        try:
+            self._future = asyncio.get_running_loop().create_future()
+        except RuntimeError:  # not asyncio: anyio's other backend
+            self._event = anyio.Event()
+
+    def set(self) -> None:
+        if self._future is None:
+            assert self._event is not None
+            self._event.set()
+        elif not self._future.done():  # (done: cancelled with its waiter, or set already)
+            self._future.set_result(None)
+
+    async def wait(self) -> None:
+        if self._future is None:
+            assert self._event is not None
+            await self._event.wait()
+        else:
+            await self._future
+
+
 class _Slot:
     """One task of a :class:`DetachedGroup`: the job it runs next and what wakes it."""
 
@@ -90,7 +123,7 @@ class _Slot:
 
     def __init__(self, job: tuple[Callable[..., Awaitable[Any]], tuple[Any, ...]]) -> None:
         self.job: tuple[Callable[..., Awaitable[Any]], tuple[Any, ...]] | None = job
-        self.wake = anyio.Event()
+        self.wake: _Wake | None = None
 
 
 class DetachedGroup:
@@ -119,6 +152,7 @@ class DetachedGroup:
         if self._idle:
             slot = self._idle.pop()
             slot.job = (fn, args)
+            assert slot.wake is not None
             slot.wake.set()
             return
         handle = start_detached(
@@ -146,13 +180,14 @@ class DetachedGroup:
             await fn(*args)
             if self._closed or self._cancelled:
                 return
-            slot.wake = anyio.Event()
+            slot.wake = wake = _Wake()
             self._idle.append(slot)
-            await slot.wake.wait()
+            await wake.wait()
 
     def _release_idle(self) -> None:
         for slot in self._idle:
-            slot.wake.set()  # no job: the task ends
+            if slot.wake is not None:
+                slot.wake.set()  # no job: the task ends
         self._idle.clear()
 
     def _ended(self, handle: Detached) -> None:

@@ -137,6 +137,26 @@ def freeze(value: object, path: str = "$", _depth: int = 0) -> JSON:
     value built of frozen parts (a run's ``meta`` of 1,000 frozen log entries) costs one
     step per part, not a copy of every part.
     """
+    if type(value) in _SCALARS:
+        return cast(JSON, value)  # str, int, bool or None
+    return _freeze(value, path, _depth)
+
+
+_Where: TypeAlias = "str | tuple[_Where, str | int]"
+"""Where a value sits: the path given to :func:`freeze`, or (parent, key or index). The
+path's text (``$.a[0]``) is made only for an error: on every call's path, a string per
+item would cost more than the freezing."""
+
+
+def _path(where: _Where) -> str:
+    keys: list[str] = []
+    while isinstance(where, tuple):
+        where, key = where
+        keys.append(f".{key}" if isinstance(key, str) else f"[{key}]")
+    return where + "".join(reversed(keys))
+
+
+def _freeze(value: object, where: _Where, depth: int) -> JSON:
     kind = type(value)
     if kind in _SCALARS:
         return cast(JSON, value)  # str, int, bool or None
@@ -144,36 +164,54 @@ def freeze(value: object, path: str = "$", _depth: int = 0) -> JSON:
         assert isinstance(value, float)
         if math.isfinite(value):
             return value
-        raise NotJSONError(path, f"{value!r} is not a JSON number")
+        raise NotJSONError(_path(where), f"{value!r} is not a JSON number")
     if kind is FrozenDict or kind is FrozenList:
         height = _height(value)
-        if height and _depth + height <= MAX_DEPTH:
+        if height and depth + height <= MAX_DEPTH:
             return cast(JSON, value)
-    if _depth >= MAX_DEPTH and isinstance(value, dict | list):
-        raise NotJSONError(path, f"nested deeper than {MAX_DEPTH} levels")
+    if depth >= MAX_DEPTH and isinstance(value, dict | list):
+        raise NotJSONError(_path(where), f"nested deeper than {MAX_DEPTH} levels")
     deepest = 0
     if isinstance(value, dict):
         items: dict[str, JSON] = {}
         for key, item in value.items():
             if type(key) is not str:
-                raise NotJSONError(path, f"object key {key!r} is not a string")
-            items[key] = frozen = freeze(item, f"{path}.{key}", _depth + 1)
-            deepest = max(deepest, _height(frozen))
-        return _made(FrozenDict(items), deepest + 1)
-    if isinstance(value, list):
+                raise NotJSONError(_path(where), f"object key {key!r} is not a string")
+            if type(item) in _SCALARS:
+                items[key] = item
+                continue
+            items[key] = frozen = _freeze(item, (where, key), depth + 1)
+            height = _height(frozen)
+            if height > deepest:
+                deepest = height
+        new_dict = _new_dict(FrozenDict)
+        _dict_init(new_dict, items)
+        made: FrozenDict | FrozenList = new_dict
+    elif isinstance(value, list):
         elements: list[JSON] = []
         for i, item in enumerate(value):
-            elements.append(frozen := freeze(item, f"{path}[{i}]", _depth + 1))
-            deepest = max(deepest, _height(frozen))
-        return _made(FrozenList(elements), deepest + 1)
-    raise NotJSONError(path, f"{kind.__name__} is not a JSON type")
+            if type(item) in _SCALARS:
+                elements.append(item)
+                continue
+            elements.append(frozen := _freeze(item, (where, i), depth + 1))
+            height = _height(frozen)
+            if height > deepest:
+                deepest = height
+        new_list = _new_list(FrozenList)
+        _list_init(new_list, elements)
+        made = new_list
+    else:
+        raise NotJSONError(_path(where), f"{kind.__name__} is not a JSON type")
+    # Sealed with how deep it nests (an int, where one built by hand has ``True``); made
+    # without FrozenDict's and FrozenList's ``__init__``, which only seal.
+    object.__setattr__(made, "_sealed", deepest + 1)
+    return made
 
 
-def _made(container: FrozenDict | FrozenList, height: int) -> JSON:
-    """Mark a container :func:`freeze` made with how deep it nests (its seal: an int, where
-    one built by hand has ``True``)."""
-    object.__setattr__(container, "_sealed", height)
-    return container
+_new_dict = dict.__new__
+_dict_init = dict.__init__
+_new_list = list.__new__
+_list_init = list.__init__
 
 
 def _height(value: object) -> int:
@@ -203,6 +241,15 @@ def thaw(value: object) -> JSON: ...
 def thaw(value: object) -> JSON:
     """A plain, mutable, independent deep copy of a (possibly frozen) JSON value: what a
     library that wants plain ``dict``/``list`` gets (tuples become lists)."""
+    kind = type(value)
+    if kind in _SCALARS or kind is float:
+        return cast(JSON, value)
+    if kind is FrozenDict or kind is dict:
+        assert isinstance(value, dict)
+        return {
+            key if type(key) is str else str(key): item if type(item) in _SCALARS else thaw(item)
+            for key, item in value.items()
+        }
     if isinstance(value, Mapping):
         return {str(key): thaw(item) for key, item in value.items()}
     if isinstance(value, list | tuple):

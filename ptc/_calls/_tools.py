@@ -122,8 +122,17 @@ Execute: TypeAlias = Callable[[FrozenDict, ToolContext], object]
 
 def compact_json_render(value: JSON) -> list[ContentBlock]:
     """The default render: one text block with the value as compact JSON (strings as is)."""
-    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    if isinstance(value, str):
+        text = value
+    elif type(value) is int:
+        text = int.__repr__(value)  # what the encoder writes, without making one
+    else:
+        text = _COMPACT.encode(value)
     return [{"type": "text", "text": text}]
+
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+"""``json.dumps(value, separators=(",", ":"))``, without making an encoder per call."""
 
 
 @dataclass(frozen=True, slots=True)

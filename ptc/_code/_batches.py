@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from array import array
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import overload
 
 import anyio
@@ -29,7 +29,7 @@ import anyio
 from worker import HOST_OPERATION_MARK, CallBatch, CallReply, CallRequest, Pacer
 
 from .._calls._pipeline import CallSite
-from .._calls._scheduler import Scheduler, ToolCall
+from .._calls._scheduler import OnResult, Scheduler, ToolCall
 from .._calls._tools import ToolExecution
 from .._detached import DetachedGroup
 from .._json import JSON, thaw
@@ -97,17 +97,51 @@ class Batches:
     async def _answer(self, pending: CallBatch, ticket: int) -> None:
         calls = pending.calls
         try:
-            await self._wait_for_turn(ticket)
-            try:
-                numbers = await self._numbers(calls)
-            finally:
-                self._next_turn()
-            replies = await self._dispatch(calls, numbers, ticket)
+            if len(calls) == 1 and self._turn == ticket:
+                replies: Replies | list[CallReply] = await self._answer_one(calls[0], ticket)
+            else:
+                await self._wait_for_turn(ticket)
+                try:
+                    numbers = await self._numbers(calls)
+                finally:
+                    self._next_turn()
+                replies = await self._dispatch(calls, numbers, ticket)
         except Exception as exc:  # a host bug: the backend kills the run and re-raises it
             pending.fail(exc)
             raise
         await pending.reply(replies)
-        await replies.drop()
+        if isinstance(replies, Replies):
+            await replies.drop()
+
+    async def _answer_one(self, request: CallRequest, ticket: int) -> list[CallReply]:
+        """A batch of one call whose turn it is (a program's plain ``tools.x()``, the
+        common case): what :meth:`_numbers` and :meth:`_dispatch` do, without the columns
+        and pacers a big batch needs. Numbered at once, as those would."""
+        try:
+            if HOST_OPERATION_MARK in request.tool:
+                n = 0
+            else:
+                self._count += 1
+                n = self._count
+        finally:
+            self._next_turn()
+        if n == 0:
+            return [await self._answer_operation(request)]
+        if self.record.replay is not None and (reply := self._replayed(n, request)) is not None:
+            return [reply]
+        answered: list[CallReply] = []
+        started = time.perf_counter()
+
+        async def ended(_: int, call: ToolCall, result: ToolResult) -> None:
+            duration_ms = (time.perf_counter() - started) * 1000
+            answered.append(await self._finished(n, call, result, duration_ms))
+
+        self._in_flight[ticket] = ((request,), array("q", (n,)), array("q", (0,)))
+        try:
+            await self._stream([self._tool_call(request, n)], ended)
+        finally:
+            self._in_flight.pop(ticket, None)
+        return answered
 
     async def _wait_for_turn(self, ticket: int) -> None:
         """Batches are numbered one after another, in the order they came."""
@@ -200,10 +234,13 @@ class Batches:
             replies[index] = await self._finished(numbers[index], call, result, duration_ms)
 
         specs = (self._tool_call(calls[i], numbers[i]) for i in live)
+        await self._stream(list(specs) if len(live) == 1 else specs, ended)
+
+    async def _stream(self, specs: Iterable[ToolCall], ended: OnResult) -> None:
         # The site is taken per call: visibility is re-checked at dispatch time.
         await self.scheduler.stream(
             self._site,
-            list(specs) if len(live) == 1 else specs,
+            specs,
             ended,
             signal=self.signal,
             parent=self.execution.token,
@@ -261,6 +298,13 @@ class Replies(Sequence[CallReply]):
     async def drop(self) -> None:
         """Let go of the replies (they are sent), a piece at a time: freeing 100,000 values
         at once would hold the event loop."""
+        if len(self._values) <= _DROP_AT_ONCE:  # one piece: nothing to pace
+            self._values.clear()
+            self._codes.clear()
+            self._messages.clear()
+            self._given = bytearray()
+            self._oks = bytearray()
+            return
         pacer = Pacer()
         for column in (self._values, self._codes, self._messages):
             while column:

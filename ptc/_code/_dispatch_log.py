@@ -88,7 +88,7 @@ class DispatchLog:
     async def live(self, call: ToolCall, result: ToolResult, duration_ms: float) -> dict[str, JSON]:
         """Log the call (through the dispatch-log waterfall) and return its log record
         (made, and returned, even when the log is full and only counts it)."""
-        arguments = thaw(dict(call.arguments))  # a copy independent of the dispatched one
+        arguments = thaw(call.arguments)  # a copy independent of the dispatched one
         content: Sequence[ContentBlock] = result.content
         listeners = call_site(self.scope).listeners(DISPATCH_LOG)
         if listeners:
@@ -113,7 +113,7 @@ class DispatchLog:
                 content = result.content
         error_code = result.error.code if result.error is not None else None
         record = _log_record(
-            call, arguments, error_code, thaw(list(content)), duration_ms, replayed=False
+            call, arguments, error_code, thaw(content), duration_ms, replayed=False
         )
         self._keep(record, call, error_code)
         return record

@@ -33,6 +33,7 @@ from ._checks import (
     reference_problems,
     shape_problems,
 )
+from ._quick import QuickCheck, quick_check
 from ._type_names import STANDARD_TYPES, type_hint
 
 __all__ = ("MAX_PROBLEMS", "SchemaValidator", "compile_schema", "json_text")
@@ -46,16 +47,20 @@ _CACHE_ENTRIES = 1024
 class SchemaValidator:
     """Validates JSON values against one checked schema."""
 
-    __slots__ = ("_validator", "dialect")
+    __slots__ = ("_quick", "_validator", "dialect")
 
-    def __init__(self, validator: Any, dialect: str) -> None:
+    def __init__(self, validator: Any, dialect: str, quick: QuickCheck | None = None) -> None:
         self._validator = validator
+        self._quick = quick  # a plain schema's quick yes (``_quick``); jsonschema decides the rest
         self.dialect = dialect
         """The dialect the schema declared (``"2020-12"`` when it declared none)."""
 
     def problems(self, value: JSON) -> list[str]:
         """``"<json path>: <message>"`` for every way ``value`` fails (values shown as JSON,
         at most :data:`MAX_PROBLEMS` plus a count of the rest); ``[]`` if valid."""
+        quick = self._quick
+        if quick is not None and quick(value):
+            return []
         validator = self._validator
         try:
             if validator.is_valid(value):
@@ -125,7 +130,7 @@ def _compile(schema: dict[str, Any]) -> tuple[SchemaValidator | None, tuple[Prob
         problems = [((), "nested too deeply to check")]
     if problems:
         return None, tuple(sorted(set(problems), key=lambda p: (format_path(p[0]), p[1])))
-    return SchemaValidator(cls(schema, registry=registry), dialect), ()
+    return SchemaValidator(cls(schema, registry=registry), dialect, quick_check(schema)), ()
 
 
 def _meta_problems(errors: Iterable[ValidationError]) -> list[Problem]:

@@ -119,3 +119,61 @@ async def test_a_big_batch_is_answered_in_order_and_logged_in_submission_order(
     log: Any = result.meta["dispatch_log"]
     assert [e["sub_call_id"].rpartition(":")[2] for e in log] == [str(n) for n in range(1, 1001)]
     assert data(result.meta)["stats"]["calls"] == 1500
+
+
+async def test_calls_one_at_a_time_and_in_one_batch_leave_the_same_records(
+    rt: ptc.ToolRuntime,
+) -> None:
+    """A batch of one call takes a shorter way (no columns, no pacers): its numbering,
+    results, dispatch-log records and events are those of the same calls in one batch."""
+
+    @rt.tool(concurrency_safe=True)
+    async def picky(i: int) -> int:
+        """Return i, but fail on 3."""
+        if i == 3:
+            raise ValueError("three")
+        return i
+
+    events: list[ptc.ToolResult] = []
+    rt.on("tools/result", events.append)
+
+    def nested(result: ptc.ToolResult) -> list[Any]:
+        log: Any = result.meta["dispatch_log"]
+        outer = result.call_id
+        records = [
+            {k: v for k, v in entry.items() if k != "duration_ms"} | {"n": entry["sub_call_id"]}
+            for entry in log
+        ]
+        for record in records:
+            assert record.pop("sub_call_id").startswith(f"{outer}:ptc:")
+            record["n"] = record["n"].removeprefix(f"{outer}:ptc:")
+        seen = sorted(
+            (e.call_id.removeprefix(f"{outer}:ptc:"), e.is_error, e.content)
+            for e in events
+            if e.name == "picky"
+        )
+        events.clear()
+        return [records, seen, data(result.value)["result"]]
+
+    one_by_one_run = await rt.root.run_code(
+        "out = []\n"
+        "for i in range(5):\n"
+        "    try:\n"
+        "        out.append(tools.picky(i=i))\n"
+        "    except Exception as exc:\n"
+        "        out.append(type(exc).__name__)\n"
+        "catalog.search('picky', limit=1)\n"
+        "return out"
+    )
+    one_by_one = nested(one_by_one_run)
+    batched_run = await rt.root.run_code(
+        "import asyncio\n"
+        "calls = [tools.picky(i=i) for i in range(5)]\n"
+        "out = await asyncio.gather(*calls, return_exceptions=True)\n"
+        "await catalog.search('picky', limit=1)\n"
+        "return [type(x).__name__ if isinstance(x, Exception) else x for x in out]"
+    )
+    assert one_by_one == nested(batched_run)
+    log: Any = one_by_one_run.meta["dispatch_log"]
+    assert [e["sub_call_id"].rpartition(":")[2] for e in log] == ["1", "2", "3", "4", "5"]
+    assert log[3]["error_code"] == "TOOL_ERROR"

@@ -68,6 +68,23 @@ def test_the_error_names_the_json_path() -> None:
         freeze({"items": [1, math.nan]})
 
 
+@given(
+    st.lists(st.one_of(st.text(max_size=3), st.integers(0, 2)), max_size=6),
+    st.sampled_from(["$", "$.meta"]),
+)
+def test_the_error_path_is_where_the_bad_value_sits(keys: list[str | int], root: str) -> None:
+    # Paths are made only for an error, from links: the text must be what each level adds.
+    value: Any = {1, 2}
+    expected = root
+    for key in keys:
+        expected += f".{key}" if isinstance(key, str) else f"[{key}]"
+    for key in reversed(keys):
+        value = {key: value} if isinstance(key, str) else [None] * key + [value]
+    with pytest.raises(NotJSONError) as info:
+        freeze(value, root)
+    assert info.value.path == expected
+
+
 MUTATIONS_DICT = [
     lambda d: d.__setitem__("x", 1),
     lambda d: d.__delitem__("a"),

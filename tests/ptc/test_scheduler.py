@@ -327,3 +327,63 @@ async def test_call_many_uses_given_call_ids_and_nested_identity() -> None:
         root_site(runtime), [call("safe", "k1")], parent=token, root_call_id="outer"
     )
     assert (seen[0].call_id, seen[0].root_call_id, seen[0].parent) == ("k1", "outer", token)
+
+
+async def test_fast_lock_is_fifo_and_survives_cancelled_waiters() -> None:
+    """The prepare lock: free costs nothing, held queues waiters in order, a waiter cancelled
+    while queued leaves the queue, one cancelled as it is handed the lock passes it on."""
+    from ptc._calls._scheduler import FastLock
+
+    lock = FastLock()
+    order: list[str] = []
+
+    async def take(name: str, hold: anyio.Event | None = None) -> None:
+        async with lock:
+            order.append(name)
+            if hold is not None:
+                await hold.wait()
+
+    release_first = anyio.Event()
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(take, "a", release_first)
+            await anyio.wait_all_tasks_blocked()
+            assert lock.locked()
+            tg.start_soon(take, "b")
+            cancelled = anyio.CancelScope()
+
+            async def cancelled_waiter() -> None:
+                with cancelled:
+                    await take("never")
+
+            tg.start_soon(cancelled_waiter)
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(take, "c")
+            await anyio.wait_all_tasks_blocked()
+            cancelled.cancel()  # leaves the queue while "a" holds the lock
+            await anyio.wait_all_tasks_blocked()
+            release_first.set()
+    assert order == ["a", "b", "c"]
+    assert not lock.locked()
+
+    # Cancelled in the same turn as it is handed the lock: it passes the lock on.
+    hold = anyio.Event()
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(take, "d", hold)
+            await anyio.wait_all_tasks_blocked()
+            handed = anyio.CancelScope()
+
+            async def handed_then_cancelled() -> None:
+                with handed:
+                    await take("lost")
+
+            tg.start_soon(handed_then_cancelled)
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(take, "e")
+            await anyio.wait_all_tasks_blocked()
+            hold.set()  # "d" releases: the lock goes to "lost"...
+            await anyio.lowlevel.checkpoint()
+            handed.cancel()  # ...which is cancelled before it runs
+    assert not lock.locked()
+    assert order[3] == "d" and order[-1] == "e"

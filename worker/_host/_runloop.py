@@ -27,10 +27,12 @@ from .._abc import CallHandler, CallStarter, StdoutListener
 from .._errors import ProtocolError, WorkerError
 from .._output import OutputCapture, emit_log
 from .._protocol._framing import (
+    WIRE_ENCODER,
     Frame,
     encode,
     json_problem,
     json_size,
+    prefixed,
     scrub_surrogates,
     scrub_text,
 )
@@ -359,6 +361,10 @@ class RunLoop:
             error = WorkerError(f"handler returned {len(replies)} replies for {len(requests)}")
             self.handler_failed(error)
             return
+        if len(replies) == 1:  # a program's plain call: one frame, nothing to pace or drop
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                await self._send(child, _result_frame(next(requests.ids()), replies[0]))
+            return
         # Encoded and sent in pieces of one slice of work each (``_pacing``): a batch of
         # any size never holds the event loop for long.
         pacer = Pacer()
@@ -396,19 +402,19 @@ def _to_anyio(deadline_monotonic: float) -> float:
 
 
 def _result_frame(call_id: int, reply: CallReply) -> bytes:
-    frame: Frame
-    if reply.ok:
-        frame = {"type": "result", "id": call_id, "ok": True, "value": reply.value}
-    else:
-        frame = {
-            "type": "result",
-            "id": call_id,
-            "ok": False,
-            "code": reply.code,
-            "message": reply.message,
-        }
+    """The ``result`` frame of one reply, as :func:`encode` writes it, but put together from
+    its encoded parts: the envelope is fixed, only the value (or code and message) vary."""
     try:
-        return encode(frame)
+        if reply.ok:
+            value = WIRE_ENCODER.encode(reply.value)
+            body = f'{{"type":"result","id":{call_id:d},"ok":true,"value":{value}}}'
+        else:
+            code = WIRE_ENCODER.encode(reply.code)
+            message = WIRE_ENCODER.encode(reply.message)
+            body = (
+                f'{{"type":"result","id":{call_id:d},"ok":false,"code":{code},"message":{message}}}'
+            )
+        return prefixed(body.encode("ascii"))
     except (ProtocolError, ValueError, TypeError) as exc:
         return encode(
             {
