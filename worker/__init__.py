@@ -10,7 +10,8 @@ tables and each child share more pages (anyio, with what it brings, is about 0.6
 the zygote's anonymous memory).
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
 from ._child._source import MAX_PROGRAM_BYTES as MAX_PROGRAM_BYTES
 from ._child._source import CompileFailure as CompileFailure
@@ -83,7 +84,7 @@ __all__ = (
     "timing_mark",
 )
 
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from ._abc import CallBatch as CallBatch
     from ._abc import CallHandler as CallHandler
     from ._abc import CallStarter as CallStarter
@@ -103,7 +104,7 @@ _ON_THE_HOST = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     """A host-side name, imported on first use (see the module docstring)."""
     module = _ON_THE_HOST.get(name)
     if module is None:
