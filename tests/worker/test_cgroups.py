@@ -166,3 +166,21 @@ def test_emptied_cgroups_serve_a_later_run_and_occupied_ones_never_do() -> None:
     finally:
         janitor.close()
     assert not os.path.exists(first.unified or "")
+
+
+def test_a_host_out_of_file_descriptors_is_not_a_limit_the_cgroup_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cgroups = RunCgroups(unified=str(_layout(tmp_path / "run", {"memory.max": "max\n"})),
+                         v2_controllers=("memory",))  # fmt: skip
+    failure = {"errno": errno.EMFILE}
+
+    def write(path: str, text: str) -> None:
+        raise OSError(failure["errno"], os.strerror(failure["errno"]))
+
+    monkeypatch.setattr(_cgroups, "_write", write)
+    with pytest.raises(OSError) as info:  # the caller says what it is (worker-exit)
+        cgroups.set_memory_limit(1 << 30)
+    assert info.value.errno == errno.EMFILE
+    failure["errno"] = errno.EACCES  # the cgroup itself refused: a limit not set
+    assert not cgroups.set_memory_limit(1 << 30)

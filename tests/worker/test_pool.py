@@ -3,6 +3,7 @@ SDK's child to another SDK (real zygote, real contained children)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from collections.abc import AsyncIterator
@@ -163,3 +164,27 @@ async def test_start_fails_closed_and_leaves_nothing(monkeypatch: pytest.MonkeyP
         async with backend:
             pass
     assert backend.closed and backend.zygote_pid is None
+
+
+async def test_a_host_out_of_file_descriptors_fails_runs_as_such(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Out of descriptors while the memory limit is written (the pool priming a child, or a
+    # run applying its limits): the run fails worker-exit and says why, never that the
+    # host lacks memory containment; once descriptors are back, runs work.
+    from worker._host._cgroups import RunCgroups
+
+    original = RunCgroups.set_memory_limit
+
+    def out_of_fds(self: RunCgroups, limit_bytes: int) -> bool:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(RunCgroups, "set_memory_limit", out_of_fds)
+    async with SubprocessBackend(Containment(pool_size=1)) as backend:
+        for _ in range(2):  # the first takes an unprimed child, the second a primed one
+            out = await backend.run(request("return 1"), on_calls=echo_calls)
+            assert out.kind == "worker-exit", out
+            assert "out of file descriptors" in out.detail
+        monkeypatch.setattr(RunCgroups, "set_memory_limit", original)
+        out = await backend.run(request("return 2"), on_calls=echo_calls)
+        assert out.ok and out.value == 2, out

@@ -168,7 +168,10 @@ class SubprocessBackend(WorkerBackend):
         enforcement: dict[Dimension, Enforcement] | None,
     ) -> RunOutcome | None:
         if enforcement is None:  # an unprimed child: its limits are applied now
-            enforcement = await self._pool.limit(child, key)
+            try:
+                enforcement = await self._pool.limit(child, key)
+            except WorkerError as exc:  # the host out of file descriptors
+                return loop.fail("worker-exit", str(exc), {})
         loop.enforcement = enforcement
         missing = _enforcement.missing(self.containment, enforcement)
         if missing is not None:

@@ -239,7 +239,8 @@ class RunCgroups:
 
     def set_memory_limit(self, limit_bytes: int) -> bool:
         """Apply the memory limit (and memsw / swap.max, so swap cannot extend it). False
-        if it failed."""
+        if it failed; ``OSError`` when the host process is out of file descriptors, which
+        says nothing of what the host's cgroups can do (the caller says what it is)."""
         try:
             if self.memory is not None:
                 limit = os.path.join(self.memory, "memory.limit_in_bytes")
@@ -260,7 +261,9 @@ class RunCgroups:
             else:
                 return False
             self._oom_at_start = self.oom_kills()
-        except OSError:
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE):
+                raise
             return False
         return True
 

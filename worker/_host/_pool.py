@@ -243,11 +243,16 @@ class ChildPool:
 
     async def limit(self, child: ChildHandle, key: RunKey) -> dict[Dimension, Enforcement]:
         """Write the cgroup memory limit and have the child set the run's rlimits on itself;
-        the child's enforcement, downgraded where that failed."""
+        the child's enforcement, downgraded where that failed. ``WorkerError`` when the
+        host is out of file descriptors: that child cannot serve a run, and it is not the
+        host's cgroups that failed (a run must not be told memory containment is missing)."""
         enforcement = child.enforcement
         capped = False  # a memory cgroup holds the run
         if self.containment.cgroups and child.cgroups.has_memory:
-            capped = child.cgroups.set_memory_limit(key.memory_mib * 1024 * 1024)
+            try:
+                capped = child.cgroups.set_memory_limit(key.memory_mib * 1024 * 1024)
+            except OSError as exc:
+                raise WorkerError(host_resource_error(exc)) from exc
             if not capped:
                 enforcement["memory"] = _worse(
                     enforcement["memory"], "partial", "could not write the cgroup memory limit"
@@ -278,8 +283,10 @@ class ChildPool:
             entry.error = WorkerError("a pooled child was not primed in time")
         except WorkerError as exc:
             entry.error = exc
-            if not child.ready:
-                self._start_failed(exc)
+            # Not started, or started and then not primed (the host out of descriptors):
+            # either way the refill backs off, or a run taking from the pool would find
+            # one failed child after another until its wall clock ran out.
+            self._start_failed(exc)
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             entry.error = WorkerError(f"could not prime a pooled child: {exc!r}")
         finally:
