@@ -298,13 +298,6 @@ class Replies(Sequence[CallReply]):
     async def drop(self) -> None:
         """Let go of the replies (they are sent), a piece at a time: freeing 100,000 values
         at once would hold the event loop."""
-        if len(self._values) <= _DROP_AT_ONCE:  # one piece: nothing to pace
-            self._values.clear()
-            self._codes.clear()
-            self._messages.clear()
-            self._given = bytearray()
-            self._oks = bytearray()
-            return
         pacer = Pacer()
         for column in (self._values, self._codes, self._messages):
             while column:

@@ -65,11 +65,6 @@ class PackedCalls(Sequence[CallRequest]):
     async def drop(self) -> None:
         """Let go of the calls (their replies are out), a piece at a time: freeing the
         arguments of 100,000 calls at once holds the event loop for 10 ms and more."""
-        if len(self._ids) <= _DROP_AT_ONCE:  # one piece: nothing to pace
-            self._arguments.clear()
-            self._tools.clear()
-            self._ids = array("q")
-            return
         pacer = Pacer()
         while self._arguments:
             del self._arguments[-_DROP_AT_ONCE:]
