@@ -343,6 +343,10 @@ async def test_fast_lock_is_fifo_and_survives_cancelled_waiters() -> None:
             if hold is not None:
                 await hold.wait()
 
+    async def take_within(scope: anyio.CancelScope, name: str) -> None:
+        with scope:
+            await take(name)
+
     release_first = anyio.Event()
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
@@ -351,12 +355,7 @@ async def test_fast_lock_is_fifo_and_survives_cancelled_waiters() -> None:
             assert lock.locked()
             tg.start_soon(take, "b")
             cancelled = anyio.CancelScope()
-
-            async def cancelled_waiter() -> None:
-                with cancelled:
-                    await take("never")
-
-            tg.start_soon(cancelled_waiter)
+            tg.start_soon(take_within, cancelled, "never")
             await anyio.wait_all_tasks_blocked()
             tg.start_soon(take, "c")
             await anyio.wait_all_tasks_blocked()
@@ -373,12 +372,7 @@ async def test_fast_lock_is_fifo_and_survives_cancelled_waiters() -> None:
             tg.start_soon(take, "d", hold)
             await anyio.wait_all_tasks_blocked()
             handed = anyio.CancelScope()
-
-            async def handed_then_cancelled() -> None:
-                with handed:
-                    await take("lost")
-
-            tg.start_soon(handed_then_cancelled)
+            tg.start_soon(take_within, handed, "lost")
             await anyio.wait_all_tasks_blocked()
             tg.start_soon(take, "e")
             await anyio.wait_all_tasks_blocked()

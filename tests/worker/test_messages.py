@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests import _strategies as strategies
 from worker._errors import ProtocolError
 from worker._protocol._framing import MAX_FRAME_BYTES, FrameDecoder, encode, raw_frame
 from worker._protocol._messages import (
@@ -268,15 +269,7 @@ def _raw(body: bytes) -> bytes:
     return struct.pack(">I", len(body)) + body
 
 
-_json = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
-    max_leaves=20,
-)
+_json = strategies.json_values()
 
 
 @settings(max_examples=200, deadline=None)

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests import _strategies as strategies
 from worker import (
     DIMENSIONS,
     CallReply,
@@ -45,15 +46,7 @@ from worker._ray._wire import (
     outcome_event,
 )
 
-JSON_VALUES = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
-    max_leaves=20,
-)
+JSON_VALUES = strategies.json_values()
 
 
 @given(code=st.text(), sdk=st.text(), profile=st.sampled_from(["python", "restricted"]))

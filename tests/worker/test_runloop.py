@@ -8,20 +8,13 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests import _strategies as strategies
 from worker import CallReply
 from worker._host._runloop import _result_frame
 from worker._protocol._framing import FrameDecoder, encode
 from worker._protocol._messages import validate_host_frame
 
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
-    max_leaves=12,
-)
+json_values = strategies.json_values(max_leaves=12)
 
 
 @given(call_id=st.integers(min_value=1, max_value=2**62), value=json_values)
