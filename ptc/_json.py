@@ -157,9 +157,9 @@ def _path(where: _Where) -> str:
 
 
 def _freeze(value: object, where: _Where, depth: int) -> JSON:
+    """:func:`freeze` of a value that is not a str, int, bool or None (the callers take
+    those as they are)."""
     kind = type(value)
-    if kind in _SCALARS:
-        return cast(JSON, value)  # str, int, bool or None
     if kind is float:
         assert isinstance(value, float)
         if math.isfinite(value):
