@@ -13,7 +13,6 @@ cancelling a child's priming while the zygote answers does.
 
 from __future__ import annotations
 
-import contextlib
 import socket
 from collections import deque
 
@@ -21,6 +20,7 @@ import anyio
 import anyio.lowlevel
 
 from .._protocol._keeper_lines import ExitReport, KeeperLine, KeeperLineDecoder, Killed, SetupFailed
+from ._run_channel import close_watched
 
 
 class KeeperChannel:
@@ -90,7 +90,4 @@ class KeeperChannel:
 
     async def aclose(self) -> None:
         """Close the host's end (a read waiting on it ends as at EOF)."""
-        if self._sock.fileno() >= 0:
-            with contextlib.suppress(RuntimeError):  # no running loop anyio knows
-                anyio.notify_closing(self._sock)
-            self._sock.close()
+        close_watched(self._sock)

@@ -239,7 +239,14 @@ class RunChannel:
         """Stop watching the socket, wake a send waiting on it, then close it (its fd number
         may be reused after)."""
         self._unwatch()
-        if self._raw.fileno() >= 0:
-            with contextlib.suppress(RuntimeError):  # no running loop anyio knows
-                anyio.notify_closing(self._raw)
-            self._raw.close()
+        close_watched(self._raw)
+
+
+def close_watched(sock: socket.socket) -> None:
+    """Close a raw socket that a task may be waiting on (``anyio.wait_readable`` or
+    ``wait_writable``): the waiter is woken first (``ClosedResourceError``), so it never
+    waits on an fd number another socket may take next. Closed already: nothing."""
+    if sock.fileno() >= 0:
+        with contextlib.suppress(RuntimeError):  # no running loop anyio knows
+            anyio.notify_closing(sock)
+        sock.close()
