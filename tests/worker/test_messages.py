@@ -346,3 +346,9 @@ def test_the_sdk_module_sends_what_the_protocol_accepts() -> None:
     assert runtime._MAX_QUERY_CHARS == MAX_SEARCH_QUERY_CHARS  # noqa: SLF001
     assert runtime._MAX_LIMIT == MAX_SEARCH_LIMIT  # noqa: SLF001
     assert runtime._MAX_DESCRIBE == MAX_DESCRIBE_IDENTS  # noqa: SLF001
+
+
+def test_an_empty_frame_is_read_as_itself_not_as_the_start_of_the_next() -> None:
+    # Its length is 0: the byte after its prefix is the next frame's, never its mark.
+    with pytest.raises(ProtocolError, match="not valid JSON"):
+        FrameDecoder(validate_child_frame).feed(_raw(b"") + raw_frame(b"abc"))

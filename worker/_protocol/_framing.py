@@ -243,10 +243,7 @@ def depth_problem(body: bytes, limit: int = MAX_FRAME_DEPTH) -> str | None:
 
 
 def parse_body(body: bytes, validate: Validator) -> Frame:
-    """Decode and validate one frame body (without its length prefix); a raw frame's bytes
-    go to ``validate`` as they are."""
-    if body[:1] == RAW_MARK:
-        return validate(body[1:])
+    """Decode and validate one JSON frame body (without its length prefix)."""
     problem = depth_problem(body)
     if problem is not None:
         raise ProtocolError(problem)
@@ -314,7 +311,7 @@ class FrameDecoder:
             _check_length(length)
             if len(buffer) < 4 + length:
                 return None
-            if buffer[4:5] == RAW_MARK:  # one copy of the bytes, not two
+            if length and buffer[4] == RAW_MARK[0]:  # a raw frame: its bytes, copied once
                 data = bytes(buffer[5 : 4 + length])
                 del buffer[: 4 + length]
                 return self._validate(data)
